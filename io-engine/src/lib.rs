@@ -1,0 +1,15 @@
+//! io-engine: a userspace I/O engine.
+//!
+//! One process owns a set of pinned CPU cores; each runs a [`reactor`] that
+//! polls its messages, pollers and tasks. Block devices ([`bdev`]) take their
+//! IO objects from per-core [`pool`] caches and complete on the submitting
+//! core. [`env`] holds what the layers above stand on: core sets, pinning,
+//! DMA memory and the cycle clock.
+//!
+//! Layers, lowest first: `env` < `pool` < `reactor` < `bdev`. A layer only
+//! imports the layers below it; see `docs/architecture.md`.
+
+pub mod bdev;
+pub mod env;
+pub mod pool;
+pub mod reactor;
