@@ -1,0 +1,253 @@
+//! The poll loop and what lives on one reactor: pollers and local tasks.
+//!
+//! Thread: a reactor thread only. The state here sits in a thread-local and
+//! is `!Send`; code running on the reactor (pollers, tasks, message jobs)
+//! registers pollers and spawns tasks through the free functions below.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
+use std::time::Duration;
+
+use super::{Message, PollMode, Shared, run_job};
+use crate::env::core_slot::SlotClaim;
+use crate::env::tsc;
+
+/// What a poller found to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Poll {
+    /// It did work: the reactor counts the round as busy.
+    Busy,
+    /// Nothing to do.
+    Idle,
+}
+
+type PollFn = Box<dyn FnMut() -> Poll>;
+
+struct PollerEntry {
+    live: Rc<Cell<bool>>,
+    f: PollFn,
+}
+
+/// Keeps a poller registered; dropping it unregisters the poller (it stops
+/// running from the next round on).
+#[must_use = "dropping the handle unregisters the poller"]
+pub struct PollerHandle {
+    live: Rc<Cell<bool>>,
+    name: &'static str,
+}
+
+impl PollerHandle {
+    /// The poller's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl Drop for PollerHandle {
+    fn drop(&mut self) {
+        self.live.set(false);
+    }
+}
+
+struct Local {
+    shared: Arc<Shared>,
+    /// Pollers run each round. Taken out while they run, so a poller may
+    /// register another; additions land in `added`.
+    pollers: RefCell<Vec<PollerEntry>>,
+    added: RefCell<Vec<PollerEntry>>,
+    ready: RefCell<VecDeque<async_task::Runnable>>,
+}
+
+thread_local! {
+    static LOCAL: RefCell<Option<Rc<Local>>> = const { RefCell::new(None) };
+}
+
+fn with_local<R>(f: impl FnOnce(&Rc<Local>) -> R) -> Option<R> {
+    // `try_with`: a waker may fire while the thread-local is torn down.
+    LOCAL
+        .try_with(|l| l.borrow().as_ref().map(f))
+        .ok()
+        .flatten()
+}
+
+/// The index of the reactor running the calling thread, if it is one.
+pub fn current_core() -> Option<usize> {
+    with_local(|l| l.shared.index)
+}
+
+/// Registers a poller on the calling reactor: `f` runs once per round until
+/// the handle drops. Panics off a reactor thread (a programming error: data
+/// path code runs on reactors).
+pub fn register_poller(name: &'static str, f: impl FnMut() -> Poll + 'static) -> PollerHandle {
+    let live = Rc::new(Cell::new(true));
+    let entry = PollerEntry {
+        live: live.clone(),
+        f: Box::new(f),
+    };
+    with_local(|l| l.added.borrow_mut().push(entry))
+        .expect("register_poller called off a reactor thread");
+    PollerHandle { live, name }
+}
+
+/// Spawns a `!Send` future on the calling reactor. Panics off a reactor.
+pub fn spawn_local<F>(fut: F) -> async_task::Task<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let shared = with_local(|l| l.shared.clone()).expect("spawn_local called off a reactor thread");
+    let schedule = move |runnable: async_task::Runnable| {
+        // Woken on its own reactor: straight onto the local ready queue.
+        // Woken elsewhere: a message to the owning reactor.
+        let mut pending = Some(runnable);
+        with_local(|l| {
+            if Arc::ptr_eq(&l.shared, &shared) {
+                l.ready.borrow_mut().extend(pending.take());
+            }
+        });
+        if let Some(r) = pending {
+            shared.post(Message::Wake(r));
+        }
+    };
+    let (runnable, task) = async_task::spawn_local(fut, schedule);
+    runnable.schedule();
+    task
+}
+
+/// Lets the reactor run one round before the calling task continues.
+pub async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
+/// Most messages handled per round, so pollers keep running under a flood.
+const MESSAGES_PER_ROUND: usize = 128;
+
+/// The reactor loop; returns when the group asks it to stop.
+pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim) {
+    let local = Rc::new(Local {
+        shared: shared.clone(),
+        pollers: RefCell::new(Vec::new()),
+        added: RefCell::new(Vec::new()),
+        ready: RefCell::new(VecDeque::new()),
+    });
+    LOCAL.with(|l| *l.borrow_mut() = Some(local.clone()));
+    let (idle_before_sleep, sleep_for) = match shared.mode {
+        PollMode::Busy => (None, Duration::ZERO),
+        PollMode::Adaptive {
+            idle_before_sleep,
+            sleep,
+        } => (
+            Some(tsc::ns_to_ticks(idle_before_sleep.as_nanos() as u64)),
+            sleep,
+        ),
+    };
+    let counters = &shared.counters;
+    let mut last = tsc::now();
+    let mut last_busy = last;
+    while !shared.stop.load(Ordering::Acquire) {
+        let mut busy = false;
+
+        let mut handled = 0;
+        while handled < MESSAGES_PER_ROUND {
+            let Some(msg) = shared.queue.pop() else { break };
+            handled += 1;
+            match msg {
+                Message::Run(job) => run_job(shared.index, job),
+                Message::Wake(r) => {
+                    r.run();
+                }
+            }
+        }
+        if handled > 0 {
+            counters.add_messages(handled as u64);
+            busy = true;
+        }
+
+        busy |= local.run_pollers();
+        busy |= local.run_ready();
+
+        let now = tsc::now();
+        counters.round(busy, now - last);
+        last = now;
+        if busy {
+            last_busy = now;
+        } else if let Some(threshold) = idle_before_sleep
+            && now - last_busy > threshold
+        {
+            sleep(&shared, sleep_for);
+            let woke = tsc::now();
+            counters.slept(woke - last);
+            last = woke;
+        }
+    }
+    // Drop what is still registered while the thread-local is alive.
+    local.pollers.borrow_mut().clear();
+    local.added.borrow_mut().clear();
+    local.ready.borrow_mut().clear();
+    LOCAL.with(|l| *l.borrow_mut() = None);
+    drop(slot);
+}
+
+/// Parks the reactor for up to `max`, unless a message is already queued.
+fn sleep(shared: &Shared, max: Duration) {
+    shared.sleeping.store(true, Ordering::Relaxed);
+    // Pairs with the fence in `Shared::post`.
+    fence(Ordering::SeqCst);
+    if shared.queue.is_empty() && !shared.stop.load(Ordering::Acquire) {
+        std::thread::park_timeout(max);
+    }
+    shared.sleeping.store(false, Ordering::Relaxed);
+}
+
+impl Local {
+    fn run_pollers(&self) -> bool {
+        let mut busy = false;
+        let mut pollers = std::mem::take(&mut *self.pollers.borrow_mut());
+        let mut dead = false;
+        for p in pollers.iter_mut() {
+            if p.live.get() {
+                busy |= (p.f)() == Poll::Busy;
+            } else {
+                dead = true;
+            }
+        }
+        if dead {
+            pollers.retain(|p| p.live.get());
+        }
+        {
+            let mut added = self.added.borrow_mut();
+            if !added.is_empty() {
+                pollers.append(&mut added);
+            }
+        }
+        *self.pollers.borrow_mut() = pollers;
+        busy
+    }
+
+    /// Runs the tasks that were ready when the round reached this point;
+    /// tasks they wake run next round.
+    fn run_ready(&self) -> bool {
+        let n = self.ready.borrow().len();
+        for _ in 0..n {
+            let Some(r) = self.ready.borrow_mut().pop_front() else {
+                break;
+            };
+            r.run();
+        }
+        n > 0
+    }
+}

@@ -1,0 +1,140 @@
+//! Reactor tests. Most run in adaptive mode so parallel tests do not spin
+//! every core of the machine.
+
+use super::*;
+use crate::env::affinity;
+use crate::env::cores::{CoreSet, allowed_cpus};
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Instant;
+
+fn all_cores() -> CoreSet {
+    allowed_cpus().unwrap()
+}
+
+#[test]
+fn each_reactor_runs_pinned_on_its_core() {
+    let cores = all_cores();
+    for mode in [PollMode::Busy, PollMode::ADAPTIVE] {
+        let r = Reactors::start(&cores, mode).unwrap();
+        assert_eq!(r.len(), cores.len());
+        for (i, &cpu) in cores.cpus().iter().enumerate() {
+            let (on_cpu, index) = r
+                .run_on(i, || (affinity::current_cpu(), current_core()))
+                .wait()
+                .unwrap();
+            assert_eq!(on_cpu, cpu, "reactor {i} not on cpu {cpu}");
+            assert_eq!(index, Some(i));
+            assert_eq!(r.cpu(i), Some(cpu));
+        }
+        r.stop();
+    }
+}
+
+#[test]
+fn run_on_and_spawn_on_return_results() {
+    let r = Reactors::start(&all_cores(), PollMode::ADAPTIVE).unwrap();
+    assert_eq!(r.run_on(0, || 6 * 7).wait().unwrap(), 42);
+    // A !Send future, built on the reactor.
+    let out = r
+        .spawn_on(0, || async {
+            let local = Rc::new(Cell::new(1));
+            local.set(local.get() + 1);
+            local.get()
+        })
+        .wait()
+        .unwrap();
+    assert_eq!(out, 2);
+    assert!(matches!(
+        r.run_on(99, || ()).wait(),
+        Err(ReactorError::Canceled(99))
+    ));
+}
+
+#[test]
+fn a_task_woken_from_another_thread_resumes_on_its_reactor() {
+    let r = Reactors::start(&all_cores(), PollMode::ADAPTIVE).unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+    let reply = r.spawn_on(0, move || async move {
+        let v = rx.await.unwrap();
+        (v, current_core())
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    tx.send(7).unwrap();
+    assert_eq!(reply.wait().unwrap(), (7, Some(0)));
+}
+
+#[test]
+fn pollers_run_until_their_handle_drops() {
+    let r = Reactors::start(&all_cores(), PollMode::Busy).unwrap();
+    let count = r
+        .spawn_on(0, || async {
+            let n = Rc::new(Cell::new(0u32));
+            let m = n.clone();
+            let handle = register_poller("count", move || {
+                m.set(m.get() + 1);
+                Poll::Busy
+            });
+            assert_eq!(handle.name(), "count");
+            while n.get() < 100 {
+                crate::reactor::yield_now().await;
+            }
+            drop(handle);
+            let at_drop = n.get();
+            for _ in 0..100 {
+                crate::reactor::yield_now().await;
+            }
+            (at_drop, n.get())
+        })
+        .wait()
+        .unwrap();
+    // It may run once more in the round where it was dropped, never after.
+    assert!(
+        count.1 <= count.0 + 1,
+        "poller ran after its handle dropped: {count:?}"
+    );
+    r.stop();
+}
+
+#[test]
+fn a_panicking_job_is_contained() {
+    let r = Reactors::start(&all_cores(), PollMode::ADAPTIVE).unwrap();
+    let bad = r.run_on(0, || -> u32 { panic!("boom") });
+    assert!(matches!(bad.wait(), Err(ReactorError::Canceled(0))));
+    assert_eq!(r.run_on(0, || 5).wait().unwrap(), 5);
+}
+
+#[test]
+fn stats_count_iterations_and_messages() {
+    let r = Reactors::start(&all_cores(), PollMode::ADAPTIVE).unwrap();
+    for _ in 0..10 {
+        r.run_on(0, || ()).wait().unwrap();
+    }
+    let s = &r.stats()[0];
+    assert_eq!(s.index, 0);
+    assert!(s.messages >= 10, "{s:?}");
+    assert!(s.iterations >= 10, "{s:?}");
+    assert!(s.busy_ns > 0 && s.idle_ns > 0, "{s:?}");
+    assert_eq!(s.poll_mode, "adaptive");
+}
+
+#[test]
+fn a_sleeping_adaptive_reactor_wakes_promptly_on_a_message() {
+    // Sleeps of up to 500 ms: a message must not wait for one to end.
+    let mode = PollMode::Adaptive {
+        idle_before_sleep: Duration::from_micros(50),
+        sleep: Duration::from_millis(500),
+    };
+    let r = Reactors::start(&all_cores(), mode).unwrap();
+    let mut worst = Duration::ZERO;
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(30)); // let it fall asleep
+        let t = Instant::now();
+        r.run_on(0, || ()).wait().unwrap();
+        worst = worst.max(t.elapsed());
+    }
+    assert!(
+        worst < Duration::from_millis(100),
+        "slowest wake-up {worst:?}"
+    );
+}
