@@ -1,0 +1,269 @@
+//! The per-core IO channel: validation, IO objects, the exhaustion queue,
+//! per-core statistics and completion dispatch, in front of a device's own
+//! [`DeviceChannel`].
+//!
+//! Thread: one reactor. A channel is opened on a reactor, registers a poller
+//! there, and is `!Send`; every IO it submits completes on that reactor.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use super::DeviceChannel;
+use super::io::{BdevIo, IoCompletion, IoDone, IoError, IoRequest, IoSlot, IoType, SubmitError};
+use super::registry::{BdevDesc, BdevError};
+use crate::env::core_slot;
+use crate::env::tsc;
+use crate::pool::Pooled;
+use crate::reactor::{self, Poll, PollerHandle};
+
+/// Completions the scratch queue holds before it grows.
+const INITIAL_QUEUE: usize = 256;
+
+struct Waiting {
+    req: IoRequest,
+    cb: Rc<dyn IoCompletion>,
+}
+
+#[derive(Default)]
+struct Waiter {
+    done: Cell<Option<IoDone>>,
+    waker: RefCell<Option<std::task::Waker>>,
+}
+
+impl IoCompletion for Waiter {
+    fn complete(self: Rc<Self>, io: IoDone) {
+        self.done.set(Some(io));
+        if let Some(w) = self.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
+}
+
+struct Inner {
+    desc: BdevDesc,
+    block_mask: u64,
+    block_size: u32,
+    size: u64,
+    supported: [bool; 5],
+    slot: Option<u32>,
+    dev: RefCell<Box<dyn DeviceChannel>>,
+    /// Scratch for the device's completions; keeps its capacity.
+    done: RefCell<Vec<BdevIo>>,
+    /// Requests that found the IO pool exhausted, in arrival order.
+    waiting: RefCell<VecDeque<Waiting>>,
+    in_flight: Cell<u64>,
+    closed: Cell<bool>,
+    poller: RefCell<Option<PollerHandle>>,
+}
+
+/// A device opened on one core.
+///
+/// Dropping the channel closes it: IOs already submitted (or queued for IO
+/// objects) still run and complete through their handlers, then the
+/// channel's poller unregisters itself.
+pub struct IoChannel {
+    inner: Rc<Inner>,
+}
+
+impl IoChannel {
+    /// Opens `desc`'s device on the calling reactor.
+    pub(super) fn open(desc: BdevDesc) -> Result<IoChannel, BdevError> {
+        if reactor::current_core().is_none() {
+            return Err(BdevError::NotOnReactor);
+        }
+        let bdev = desc.bdev().clone();
+        let block_size = bdev.block_size();
+        let inner = Rc::new(Inner {
+            block_mask: block_size as u64 - 1,
+            block_size,
+            size: bdev.size_bytes(),
+            supported: IoType::ALL.map(|op| bdev.supports(op)),
+            slot: core_slot::current(),
+            dev: RefCell::new(bdev.create_channel()),
+            done: RefCell::new(Vec::with_capacity(INITIAL_QUEUE)),
+            waiting: RefCell::new(VecDeque::new()),
+            in_flight: Cell::new(0),
+            closed: Cell::new(false),
+            poller: RefCell::new(None),
+            desc,
+        });
+        let polled = inner.clone();
+        let handle = reactor::register_poller("bdev-channel", move || polled.poll());
+        *inner.poller.borrow_mut() = Some(handle);
+        Ok(IoChannel { inner })
+    }
+
+    /// Submits `req`; `cb` receives it when it completes, on this core.
+    ///
+    /// A request the device cannot take (unaligned, out of range, length 0,
+    /// unsupported, missing buffer) is refused here, handed back with its
+    /// buffer. A request that finds the IO pool exhausted is queued and
+    /// started when IO objects return: it is never dropped.
+    #[inline]
+    pub fn submit(&self, req: IoRequest, cb: Rc<dyn IoCompletion>) -> Result<(), SubmitError> {
+        let inner = &*self.inner;
+        if let Err(error) = inner.validate(&req) {
+            return Err(SubmitError {
+                error,
+                request: req,
+            });
+        }
+        inner.submit_valid(req, cb);
+        Ok(())
+    }
+
+    /// Submits `req` and waits for its completion. For control-path users
+    /// and tests; the data path passes its own handler to [`Self::submit`].
+    pub async fn io(&self, req: IoRequest) -> Result<IoDone, SubmitError> {
+        let waiter = Rc::new(Waiter::default());
+        self.submit(req, waiter.clone())?;
+        Ok(std::future::poll_fn(|cx| match waiter.done.take() {
+            Some(done) => std::task::Poll::Ready(done),
+            None => {
+                *waiter.waker.borrow_mut() = Some(cx.waker().clone());
+                std::task::Poll::Pending
+            }
+        })
+        .await)
+    }
+
+    /// The descriptor this channel was opened from.
+    pub fn desc(&self) -> &BdevDesc {
+        &self.inner.desc
+    }
+
+    /// IOs handed to the device and not yet completed.
+    pub fn in_flight(&self) -> u64 {
+        self.inner.in_flight.get()
+    }
+
+    /// Requests waiting for IO objects.
+    pub fn waiting(&self) -> usize {
+        self.inner.waiting.borrow().len()
+    }
+}
+
+impl Drop for IoChannel {
+    fn drop(&mut self) {
+        self.inner.closed.set(true);
+        self.inner.retire_if_drained();
+    }
+}
+
+impl Inner {
+    #[inline]
+    fn validate(&self, req: &IoRequest) -> Result<(), IoError> {
+        let (op, offset, len) = (req.op, req.offset, req.len);
+        if !self.supported[op.index()] {
+            return Err(IoError::Unsupported(op));
+        }
+        if (offset | len) & self.block_mask != 0 {
+            return Err(IoError::Unaligned {
+                offset,
+                len,
+                block_size: self.block_size,
+            });
+        }
+        if len == 0 && op != IoType::Flush {
+            return Err(IoError::Empty(op));
+        }
+        if offset.checked_add(len).is_none_or(|end| end > self.size) {
+            return Err(IoError::OutOfRange {
+                offset,
+                len,
+                size: self.size,
+            });
+        }
+        if op.has_data() {
+            let have = req.buf.as_ref().map_or(0, |b| b.len() as u64);
+            if have < len {
+                return Err(IoError::Buffer { op, len, have });
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn submit_valid(&self, req: IoRequest, cb: Rc<dyn IoCompletion>) {
+        if self.waiting.borrow().is_empty()
+            && let Some(slot) = self.desc.io_pool().get()
+        {
+            self.start(slot, req, cb);
+        } else {
+            self.waiting.borrow_mut().push_back(Waiting { req, cb });
+        }
+    }
+
+    #[inline]
+    fn start(&self, mut slot: Pooled<IoSlot>, req: IoRequest, cb: Rc<dyn IoCompletion>) {
+        let s = &mut *slot;
+        s.op = req.op;
+        s.offset = req.offset;
+        s.len = req.len;
+        s.buf = req.buf;
+        s.tag = req.tag;
+        s.status = Ok(());
+        s.submit_tsc = tsc::now();
+        self.in_flight.set(self.in_flight.get() + 1);
+        self.desc.stats().submitted(self.slot);
+        self.dev.borrow_mut().submit(BdevIo { slot, cb });
+    }
+
+    fn poll(&self) -> Poll {
+        let mut done = std::mem::take(&mut *self.done.borrow_mut());
+        let n = self.dev.borrow_mut().poll(&mut done);
+        if n > 0 {
+            let now = tsc::now();
+            let stats = self.desc.stats();
+            self.in_flight.set(self.in_flight.get() - done.len() as u64);
+            for BdevIo { mut slot, cb } in done.drain(..) {
+                slot.complete_tsc = now;
+                stats.completed(
+                    self.slot,
+                    slot.op,
+                    slot.len,
+                    slot.status.is_ok(),
+                    now.wrapping_sub(slot.submit_tsc),
+                );
+                cb.complete(IoDone { slot });
+            }
+        }
+        *self.done.borrow_mut() = done;
+        let retried = self.retry_waiting();
+        if self.closed.get() {
+            self.retire_if_drained();
+        }
+        if n > 0 || retried {
+            Poll::Busy
+        } else {
+            Poll::Idle
+        }
+    }
+
+    /// Starts queued requests while IO objects are to be had.
+    fn retry_waiting(&self) -> bool {
+        let mut started = false;
+        loop {
+            if self.waiting.borrow().is_empty() {
+                return started;
+            }
+            let Some(slot) = self.desc.io_pool().get() else {
+                return started;
+            };
+            let Some(w) = self.waiting.borrow_mut().pop_front() else {
+                return started;
+            };
+            self.start(slot, w.req, w.cb);
+            started = true;
+        }
+    }
+
+    /// A closed channel with nothing left in flight unregisters its poller,
+    /// which releases the channel.
+    fn retire_if_drained(&self) {
+        if self.in_flight.get() == 0 && self.waiting.borrow().is_empty() {
+            drop(self.poller.borrow_mut().take());
+        }
+    }
+}

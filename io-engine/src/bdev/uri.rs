@@ -1,0 +1,1350 @@
+//! Block-device URIs in Mayastor's form: parsing and the canonical form.
+//!
+//! A bdev is created from a URI such as `null:///n0?size_mb=1024&blk_size=4096`
+//! or `malloc:///m0?num_blocks=131072`. This module turns such text into a
+//! validated [`BdevSpec`] (kind, name, block size, block count, optional
+//! uuid) or a [`UriError`] that says what was wrong, quotes the offending
+//! text and says what is accepted. It creates nothing itself.
+//!
+//! Accepted form: `SCHEME:///NAME?PARAMS` where
+//!
+//! - `SCHEME` is `null` or `malloc` (case-insensitive);
+//! - the three slashes are required: devices are local, so no host is given;
+//! - `NAME` is one path segment of ASCII letters, digits, `-`, `_`, `.` and
+//!   `:`, at most 255 bytes (percent-escapes are decoded first);
+//! - `PARAMS` (percent-decoded) are exactly one of `size_mb=N` or
+//!   `num_blocks=N`, then optionally `blk_size=512|4096` (default 512) and
+//!   `uuid=UUID`; each at most once, in any order; anything else is an error;
+//! - no `#fragment`.
+//!
+//! The canonical form, kept in [`BdevSpec::uri`] and printed by its
+//! `Display`, is `SCHEME:///NAME?size_mb=N&blk_size=B[&uuid=U]` (or
+//! `num_blocks=N` in place of `size_mb`, as given): parameters in a fixed
+//! order, numbers without leading zeros, the uuid lowercase and hyphenated,
+//! `blk_size` always present. Equal specs print equal URIs, and parsing the
+//! canonical form gives back the same spec.
+//!
+//! Thread: any; called by the registry when a device is created. Pure
+//! functions over strings (no shared state, no locks); they allocate, so they
+//! belong on the control path, never the data path.
+
+use std::fmt;
+use std::str::FromStr;
+
+use url::Url;
+use uuid::Uuid;
+
+/// Block size used when the URI gives no `blk_size`.
+pub const DEFAULT_BLOCK_SIZE: u32 = 512;
+
+/// The block sizes a URI may ask for.
+pub const BLOCK_SIZES: [u32; 2] = [512, 4096];
+
+/// Longest accepted device name, in bytes.
+pub const MAX_NAME_LEN: usize = 255;
+
+/// The query parameters a URI may carry, in canonical order.
+pub const PARAMETERS: [&str; 4] = [SIZE_MB, NUM_BLOCKS, BLK_SIZE, UUID];
+
+const SIZE_MB: &str = "size_mb";
+const NUM_BLOCKS: &str = "num_blocks";
+const BLK_SIZE: &str = "blk_size";
+const UUID: &str = "uuid";
+
+/// Bytes in one `size_mb` unit (a MiB, as in Mayastor and SPDK).
+const MIB: u64 = 1 << 20;
+
+/// Known schemes, as listed in error messages (kept equal to [`BdevKind::ALL`]
+/// by a test).
+const KNOWN_SCHEMES: &str = "null, malloc";
+/// Accepted parameters, as listed in error messages (kept equal to
+/// [`PARAMETERS`] by a test).
+const ACCEPTED_PARAMETERS: &str = "size_mb, num_blocks, blk_size, uuid";
+/// Characters allowed in a name, as listed in error messages.
+const NAME_CHARS: &str = "ASCII letters, digits, '-', '_', '.', ':'";
+
+/// The kind of block device a URI asks for; its URI scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BdevKind {
+    /// `null://`: discards writes, reads return zeroes; no memory behind it.
+    Null,
+    /// `malloc://`: a RAM disk; data moves through the accel framework.
+    Malloc,
+}
+
+impl BdevKind {
+    /// Every kind, in the order error messages list them.
+    pub const ALL: [BdevKind; 2] = [BdevKind::Null, BdevKind::Malloc];
+
+    /// The URI scheme of this kind: `"null"` or `"malloc"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            BdevKind::Null => "null",
+            BdevKind::Malloc => "malloc",
+        }
+    }
+
+    /// The kind whose scheme is `scheme` (ASCII case-insensitive), if any.
+    pub fn from_scheme(scheme: &str) -> Option<BdevKind> {
+        Self::ALL
+            .into_iter()
+            .find(|kind| kind.as_str().eq_ignore_ascii_case(scheme))
+    }
+}
+
+impl fmt::Display for BdevKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A validated request for a block device, parsed from its URI.
+///
+/// Build one with [`parse`] (or `str::parse`) or [`BdevSpec::new`]; both
+/// check every field and fill in [`uri`](BdevSpec::uri). The fields are
+/// public for reading; a spec whose fields are changed by hand keeps its old
+/// `uri`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BdevSpec {
+    /// The device kind (the URI scheme).
+    pub kind: BdevKind,
+    /// The device name: 1 to 255 bytes of ASCII letters, digits, `-_.:`.
+    pub name: String,
+    /// Bytes per block: 512 or 4096.
+    pub block_size: u32,
+    /// Number of blocks; at least 1, and `num_blocks * block_size` fits u64.
+    pub num_blocks: u64,
+    /// The device uuid, if the URI gave one (never the nil uuid).
+    pub uuid: Option<Uuid>,
+    /// The canonical URI (see the module documentation).
+    pub uri: String,
+}
+
+impl BdevSpec {
+    /// A spec from its parts, checked as [`parse`] checks a URI; its `uri`
+    /// gives the size as `num_blocks`.
+    pub fn new(
+        kind: BdevKind,
+        name: impl Into<String>,
+        block_size: u32,
+        num_blocks: u64,
+        uuid: Option<Uuid>,
+    ) -> Result<BdevSpec, UriError> {
+        let name = name.into();
+        if name.is_empty() {
+            return Err(UriError::MissingName {
+                uri: format!("{kind}:///"),
+                kind,
+            });
+        }
+        check_name(&name)?;
+        if !BLOCK_SIZES.contains(&block_size) {
+            return Err(UriError::UnsupportedBlockSize {
+                value: block_size.to_string(),
+            });
+        }
+        if num_blocks == 0 {
+            return Err(UriError::ZeroSize { param: NUM_BLOCKS });
+        }
+        size_from_blocks(num_blocks, block_size)?;
+        if let Some(uuid) = uuid
+            && uuid.is_nil()
+        {
+            return Err(UriError::InvalidUuid {
+                value: uuid.to_string(),
+                reason: NIL_UUID.to_owned(),
+            });
+        }
+        let uri = canonical_uri(kind, &name, Size::Blocks(num_blocks), block_size, uuid);
+        Ok(BdevSpec {
+            kind,
+            name,
+            block_size,
+            num_blocks,
+            uuid,
+            uri,
+        })
+    }
+
+    /// The device size in bytes: `num_blocks * block_size` (saturating at
+    /// `u64::MAX`, which a checked spec never reaches).
+    pub fn size_bytes(&self) -> u64 {
+        self.num_blocks.saturating_mul(u64::from(self.block_size))
+    }
+}
+
+impl fmt::Display for BdevSpec {
+    /// Prints the canonical URI.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.uri)
+    }
+}
+
+impl FromStr for BdevSpec {
+    type Err = UriError;
+
+    fn from_str(uri: &str) -> Result<BdevSpec, UriError> {
+        parse(uri)
+    }
+}
+
+/// Why a text is not an acceptable block-device URI.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UriError {
+    /// The text is not a URI at all.
+    #[error(
+        "{uri:?} is not a URI ({source}); expected SCHEME:///NAME?PARAMS, \
+         e.g. \"malloc:///m0?size_mb=64\""
+    )]
+    Syntax {
+        /// The text as given.
+        uri: String,
+        /// What the URL parser objected to.
+        #[source]
+        source: url::ParseError,
+    },
+
+    /// The scheme names no known device kind.
+    #[error("unknown bdev scheme {scheme:?}; known schemes: {KNOWN_SCHEMES}")]
+    UnknownScheme {
+        /// The scheme as the URL parser read it (lowercase).
+        scheme: String,
+    },
+
+    /// The `//` after the scheme is missing (`null:n0`, `null:/n0`).
+    #[error("{uri:?} lacks the three slashes after the scheme; write {suggestion:?}")]
+    MissingSlashes {
+        /// The text as given.
+        uri: String,
+        /// The same URI with three slashes.
+        suggestion: String,
+    },
+
+    /// A host (or port, or user) was given; devices are local.
+    #[error(
+        "host {host:?} given, but block devices are local and take no host; \
+         use three slashes: {suggestion:?}"
+    )]
+    HostGiven {
+        /// The authority part as given: `[user@]host[:port]`.
+        host: String,
+        /// The URI with the host dropped (or moved into the name when there
+        /// was no path, as in `malloc://m0`).
+        suggestion: String,
+    },
+
+    /// A `#fragment` was given.
+    #[error("fragment \"#{fragment}\" is not accepted in a bdev URI; remove it")]
+    Fragment {
+        /// The fragment, without the `#`.
+        fragment: String,
+    },
+
+    /// The path is empty: no device name.
+    #[error("no device name in {uri:?}; put it after the three slashes, as in \"{kind}:///dev0\"")]
+    MissingName {
+        /// The text as given.
+        uri: String,
+        /// The kind the URI asked for.
+        kind: BdevKind,
+    },
+
+    /// The name holds a character outside the allowed set.
+    #[error("device name {name:?} contains {ch:?}; allowed: {NAME_CHARS}")]
+    InvalidNameChar {
+        /// The name, percent-decoded.
+        name: String,
+        /// The first character not allowed.
+        ch: char,
+    },
+
+    /// The name is longer than [`MAX_NAME_LEN`] bytes.
+    #[error("device name {name:?} is {len} bytes long; at most {MAX_NAME_LEN} are allowed")]
+    NameTooLong {
+        /// The name, percent-decoded.
+        name: String,
+        /// Its length in bytes.
+        len: usize,
+    },
+
+    /// The path has more than one segment (`null:///a/b`).
+    #[error(
+        "path {path:?} has more than one segment; a bdev name is a single \
+         segment without '/', as in \"null:///dev0\""
+    )]
+    NestedPath {
+        /// The path as given, with its leading '/'.
+        path: String,
+    },
+
+    /// A query parameter that no bdev accepts.
+    #[error("unknown parameter {param:?}; accepted: {ACCEPTED_PARAMETERS}")]
+    UnknownParameter {
+        /// The parameter name, percent-decoded.
+        param: String,
+    },
+
+    /// A parameter given more than once.
+    #[error("parameter {param:?} given more than once; give it once")]
+    DuplicateParameter {
+        /// The parameter name.
+        param: &'static str,
+    },
+
+    /// Both `size_mb` and `num_blocks` were given.
+    #[error(
+        "both size_mb={size_mb:?} and num_blocks={num_blocks:?} given; give \
+         exactly one of them"
+    )]
+    ConflictingSize {
+        /// The `size_mb` value as given.
+        size_mb: String,
+        /// The `num_blocks` value as given.
+        num_blocks: String,
+    },
+
+    /// Neither `size_mb` nor `num_blocks` was given.
+    #[error("no size in {uri:?}; add size_mb=N (MiB) or num_blocks=N")]
+    MissingSize {
+        /// The text as given.
+        uri: String,
+    },
+
+    /// The size is zero.
+    #[error("{param}=0 gives an empty device; give at least 1")]
+    ZeroSize {
+        /// `size_mb` or `num_blocks`.
+        param: &'static str,
+    },
+
+    /// A numeric parameter that is not a decimal u64.
+    #[error(
+        "parameter {param}={value:?} is {reason}; expected a decimal integer \
+         (digits only, at most {max})",
+        max = u64::MAX
+    )]
+    InvalidNumber {
+        /// The parameter name.
+        param: &'static str,
+        /// The value, percent-decoded.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
+    /// A block size other than 512 or 4096.
+    #[error("blk_size={value:?} is not supported; accepted: 512, 4096")]
+    UnsupportedBlockSize {
+        /// The value as given.
+        value: String,
+    },
+
+    /// The device would hold more than `u64::MAX` bytes.
+    #[error(
+        "{param}={value} makes the device larger than {max_bytes} bytes; with \
+         blk_size={block_size} the largest {param} is {max}",
+        max_bytes = u64::MAX
+    )]
+    SizeOverflow {
+        /// `size_mb` or `num_blocks`.
+        param: &'static str,
+        /// The value given.
+        value: u64,
+        /// The block size in effect.
+        block_size: u32,
+        /// The largest value of `param` that fits.
+        max: u64,
+    },
+
+    /// A `uuid` that does not parse, or the nil uuid.
+    #[error(
+        "uuid={value:?} is not a usable uuid ({reason}); expected e.g. \
+         \"3f2a5c4e-8d1b-4e6f-9a7c-1b2d3e4f5a6b\""
+    )]
+    InvalidUuid {
+        /// The value, percent-decoded.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+const NIL_UUID: &str = "the nil uuid cannot identify a device";
+
+/// Parses a block-device URI into a checked [`BdevSpec`].
+///
+/// See the module documentation for the accepted form. Checks run in this
+/// order, and the first failure is returned: URI syntax, scheme, slashes and
+/// host, fragment, name, parameter names (unknown, repeated), size choice,
+/// numbers, block size, overflow, uuid.
+pub fn parse(uri: &str) -> Result<BdevSpec, UriError> {
+    let url = Url::parse(uri).map_err(|source| UriError::Syntax {
+        uri: uri.to_owned(),
+        source,
+    })?;
+    let kind = BdevKind::from_scheme(url.scheme()).ok_or_else(|| UriError::UnknownScheme {
+        scheme: url.scheme().to_owned(),
+    })?;
+
+    // The URL parser reads `null:/n0` and `null:///n0` alike, and resolves
+    // `.`/`..` segments, so the slashes and the path are read from the text
+    // itself, cleaned the way the parser cleans it first (outer C0 controls
+    // and spaces trimmed, tabs and newlines dropped).
+    let cleaned: String = uri
+        .trim_matches(|c: char| c <= ' ')
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
+    let after_scheme = cleaned.split_once(':').map_or("", |(_, rest)| rest);
+    let Some(after_slashes) = after_scheme.strip_prefix("//") else {
+        return Err(UriError::MissingSlashes {
+            uri: uri.to_owned(),
+            suggestion: format!("{kind}:///{}", after_scheme.trim_start_matches('/')),
+        });
+    };
+
+    let host = url.host_str().unwrap_or("");
+    if !host.is_empty() || url.port().is_some() || !url.username().is_empty() {
+        return Err(host_given(&url, kind, host));
+    }
+    if let Some(fragment) = url.fragment() {
+        return Err(UriError::Fragment {
+            fragment: fragment.to_owned(),
+        });
+    }
+
+    // With an empty authority the path runs from here to `?` or `#`.
+    let path_end = after_slashes
+        .find(['?', '#'])
+        .unwrap_or(after_slashes.len());
+    let path = &after_slashes[..path_end];
+    let segment = path.strip_prefix('/').unwrap_or(path);
+    if segment.is_empty() {
+        return Err(UriError::MissingName {
+            uri: uri.to_owned(),
+            kind,
+        });
+    }
+    if segment.contains('/') {
+        return Err(UriError::NestedPath {
+            path: path.to_owned(),
+        });
+    }
+    let name = percent_decode(segment);
+    check_name(&name)?;
+
+    let params = collect_params(&url)?;
+    let size_text = match (params.size_mb, params.num_blocks) {
+        (Some(size_mb), Some(num_blocks)) => {
+            return Err(UriError::ConflictingSize {
+                size_mb,
+                num_blocks,
+            });
+        }
+        (Some(text), None) => Size::Mib(parse_number(SIZE_MB, &text)?),
+        (None, Some(text)) => Size::Blocks(parse_number(NUM_BLOCKS, &text)?),
+        (None, None) => {
+            return Err(UriError::MissingSize {
+                uri: uri.to_owned(),
+            });
+        }
+    };
+    if size_text.value() == 0 {
+        return Err(UriError::ZeroSize {
+            param: size_text.param(),
+        });
+    }
+    let block_size = match params.blk_size {
+        None => DEFAULT_BLOCK_SIZE,
+        Some(text) => {
+            let value = parse_number(BLK_SIZE, &text)?;
+            BLOCK_SIZES
+                .into_iter()
+                .find(|&size| u64::from(size) == value)
+                .ok_or(UriError::UnsupportedBlockSize { value: text })?
+        }
+    };
+    let num_blocks = match size_text {
+        Size::Mib(mib) => {
+            let bytes = mib.checked_mul(MIB).ok_or(UriError::SizeOverflow {
+                param: SIZE_MB,
+                value: mib,
+                block_size,
+                max: u64::MAX / MIB,
+            })?;
+            // A MiB is a whole number of blocks of every accepted size.
+            bytes / u64::from(block_size)
+        }
+        Size::Blocks(blocks) => {
+            size_from_blocks(blocks, block_size)?;
+            blocks
+        }
+    };
+    let uuid = match params.uuid {
+        None => None,
+        Some(text) => Some(parse_uuid(text)?),
+    };
+
+    Ok(BdevSpec {
+        kind,
+        uri: canonical_uri(kind, &name, size_text, block_size, uuid),
+        name,
+        block_size,
+        num_blocks,
+        uuid,
+    })
+}
+
+/// How the URI gave the size; the canonical form keeps the same choice.
+#[derive(Debug, Clone, Copy)]
+enum Size {
+    /// `size_mb=N`.
+    Mib(u64),
+    /// `num_blocks=N`.
+    Blocks(u64),
+}
+
+impl Size {
+    fn param(self) -> &'static str {
+        match self {
+            Size::Mib(_) => SIZE_MB,
+            Size::Blocks(_) => NUM_BLOCKS,
+        }
+    }
+
+    fn value(self) -> u64 {
+        match self {
+            Size::Mib(value) | Size::Blocks(value) => value,
+        }
+    }
+}
+
+/// The raw (percent-decoded) values of the accepted parameters.
+#[derive(Default)]
+struct Params {
+    size_mb: Option<String>,
+    num_blocks: Option<String>,
+    blk_size: Option<String>,
+    uuid: Option<String>,
+}
+
+fn collect_params(url: &Url) -> Result<Params, UriError> {
+    let mut params = Params::default();
+    for (key, value) in url.query_pairs() {
+        let (param, slot) = match key.as_ref() {
+            SIZE_MB => (SIZE_MB, &mut params.size_mb),
+            NUM_BLOCKS => (NUM_BLOCKS, &mut params.num_blocks),
+            BLK_SIZE => (BLK_SIZE, &mut params.blk_size),
+            UUID => (UUID, &mut params.uuid),
+            _ => {
+                return Err(UriError::UnknownParameter {
+                    param: key.into_owned(),
+                });
+            }
+        };
+        if slot.is_some() {
+            return Err(UriError::DuplicateParameter { param });
+        }
+        *slot = Some(value.into_owned());
+    }
+    Ok(params)
+}
+
+/// The error for a URI with an authority, suggesting the three-slash form.
+fn host_given(url: &Url, kind: BdevKind, host: &str) -> UriError {
+    let mut authority = String::new();
+    if !url.username().is_empty() {
+        authority.push_str(url.username());
+        if let Some(password) = url.password() {
+            authority.push(':');
+            authority.push_str(password);
+        }
+        authority.push('@');
+    }
+    authority.push_str(host);
+    if let Some(port) = url.port() {
+        authority.push_str(&format!(":{port}"));
+    }
+    // `malloc://m0?..` most likely meant `m0` as the name.
+    let name = match url.path().trim_start_matches('/') {
+        "" => host,
+        path => path,
+    };
+    let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
+    UriError::HostGiven {
+        host: authority,
+        suggestion: format!("{kind}:///{name}{query}"),
+    }
+}
+
+fn check_name(name: &str) -> Result<(), UriError> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':');
+    if let Some(ch) = name.chars().find(|&c| !allowed(c)) {
+        return Err(UriError::InvalidNameChar {
+            name: name.to_owned(),
+            ch,
+        });
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(UriError::NameTooLong {
+            name: name.to_owned(),
+            len: name.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Decodes `%XX` escapes; a `%` not followed by two hex digits stays as is.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%')
+            .then(|| bytes.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(byte) => {
+                out.push(byte);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn parse_number(param: &'static str, value: &str) -> Result<u64, UriError> {
+    let invalid = |reason| UriError::InvalidNumber {
+        param,
+        value: value.to_owned(),
+        reason,
+    };
+    if value.is_empty() {
+        return Err(invalid("empty"));
+    }
+    if !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid("not a decimal integer"));
+    }
+    value.parse().map_err(|_| invalid("too large for 64 bits"))
+}
+
+/// Checks that `num_blocks` blocks of `block_size` bytes fit in u64 bytes.
+fn size_from_blocks(num_blocks: u64, block_size: u32) -> Result<u64, UriError> {
+    num_blocks
+        .checked_mul(u64::from(block_size))
+        .ok_or(UriError::SizeOverflow {
+            param: NUM_BLOCKS,
+            value: num_blocks,
+            block_size,
+            max: u64::MAX / u64::from(block_size),
+        })
+}
+
+fn parse_uuid(value: String) -> Result<Uuid, UriError> {
+    match Uuid::parse_str(&value) {
+        Ok(uuid) if uuid.is_nil() => Err(UriError::InvalidUuid {
+            value,
+            reason: NIL_UUID.to_owned(),
+        }),
+        Ok(uuid) => Ok(uuid),
+        Err(err) => Err(UriError::InvalidUuid {
+            value,
+            reason: err.to_string(),
+        }),
+    }
+}
+
+fn canonical_uri(
+    kind: BdevKind,
+    name: &str,
+    size: Size,
+    block_size: u32,
+    uuid: Option<Uuid>,
+) -> String {
+    let mut uri = format!(
+        "{kind}:///{name}?{}={}&{BLK_SIZE}={block_size}",
+        size.param(),
+        size.value()
+    );
+    if let Some(uuid) = uuid {
+        uri.push_str(&format!("&{UUID}={}", uuid.hyphenated()));
+    }
+    uri
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const U: &str = "3f2a5c4e-8d1b-4e6f-9a7c-1b2d3e4f5a6b";
+
+    fn ok(uri: &str) -> BdevSpec {
+        parse(uri).unwrap_or_else(|e| panic!("{uri:?} should parse: {e}"))
+    }
+
+    /// Parses `uri`, expects an error, and checks its message names every
+    /// one of `needles`.
+    fn err(uri: &str, needles: &[&str]) -> UriError {
+        let e = match parse(uri) {
+            Ok(spec) => panic!("{uri:?} should fail, got {spec:?}"),
+            Err(e) => e,
+        };
+        let msg = e.to_string();
+        for needle in needles {
+            assert!(msg.contains(needle), "message {msg:?} lacks {needle:?}");
+        }
+        e
+    }
+
+    // ---- accepted forms -------------------------------------------------
+
+    #[test]
+    fn null_with_size_mb_defaults_to_512_byte_blocks() {
+        let spec = ok("null:///n0?size_mb=64");
+        assert_eq!(spec.kind, BdevKind::Null);
+        assert_eq!(spec.name, "n0");
+        assert_eq!(spec.block_size, 512);
+        assert_eq!(spec.num_blocks, 64 * 2048);
+        assert_eq!(spec.uuid, None);
+        assert_eq!(spec.size_bytes(), 64 << 20);
+        assert_eq!(spec.uri, "null:///n0?size_mb=64&blk_size=512");
+        assert_eq!(spec.to_string(), spec.uri);
+    }
+
+    #[test]
+    fn malloc_with_num_blocks_and_4k_blocks() {
+        let spec = ok("malloc:///m0?num_blocks=1000&blk_size=4096");
+        assert_eq!(spec.kind, BdevKind::Malloc);
+        assert_eq!(spec.name, "m0");
+        assert_eq!(spec.block_size, 4096);
+        assert_eq!(spec.num_blocks, 1000);
+        assert_eq!(spec.size_bytes(), 4_096_000);
+        assert_eq!(spec.uri, "malloc:///m0?num_blocks=1000&blk_size=4096");
+    }
+
+    #[test]
+    fn size_mb_with_4k_blocks() {
+        let spec = ok("malloc:///m1?size_mb=1&blk_size=4096");
+        assert_eq!(spec.num_blocks, 256);
+        assert_eq!(spec.size_bytes(), 1 << 20);
+    }
+
+    #[test]
+    fn both_kinds_take_every_parameter() {
+        for kind in BdevKind::ALL {
+            let spec = ok(&format!("{kind}:///d?num_blocks=8&blk_size=512&uuid={U}"));
+            assert_eq!(spec.kind, kind);
+            assert_eq!(spec.uuid, Some(Uuid::parse_str(U).unwrap()));
+            assert_eq!(
+                spec.uri,
+                format!("{kind}:///d?num_blocks=8&blk_size=512&uuid={U}")
+            );
+        }
+    }
+
+    #[test]
+    fn uuid_in_any_accepted_spelling_is_canonicalised() {
+        let simple = U.replace('-', "");
+        for text in [
+            U.to_uppercase(),
+            simple.clone(),
+            format!("{{{U}}}"),
+            format!("urn:uuid:{U}"),
+        ] {
+            let spec = ok(&format!("null:///n0?size_mb=1&uuid={text}"));
+            assert_eq!(
+                spec.uri,
+                format!("null:///n0?size_mb=1&blk_size=512&uuid={U}")
+            );
+        }
+    }
+
+    #[test]
+    fn parameter_order_does_not_matter() {
+        let a = ok(&format!("null:///n0?size_mb=2&blk_size=4096&uuid={U}"));
+        let b = ok(&format!("null:///n0?uuid={U}&blk_size=4096&size_mb=2"));
+        let c = ok(&format!("null:///n0?blk_size=4096&uuid={U}&size_mb=2"));
+        assert_eq!(a, b);
+        assert_eq!(a, c);
+        assert_eq!(a.to_string(), b.to_string());
+    }
+
+    #[test]
+    fn numbers_are_normalised() {
+        let spec = ok("null:///n0?size_mb=0064&blk_size=0512");
+        assert_eq!(spec.num_blocks, 64 * 2048);
+        assert_eq!(spec.uri, "null:///n0?size_mb=64&blk_size=512");
+    }
+
+    #[test]
+    fn query_keys_and_values_are_percent_decoded() {
+        let spec = ok(
+            "null:///n0?size%5Fmb=%36%34&blk_size=%34096&uuid=3F2A5C4E%2D8D1B-4E6F-9A7C-1B2D3E4F5A6B",
+        );
+        assert_eq!(
+            spec.uri,
+            format!("null:///n0?size_mb=64&blk_size=4096&uuid={U}")
+        );
+    }
+
+    #[test]
+    fn name_is_percent_decoded() {
+        let spec = ok("null:///n%2D0%3Ax?size_mb=1");
+        assert_eq!(spec.name, "n-0:x");
+        assert_eq!(spec.uri, "null:///n-0:x?size_mb=1&blk_size=512");
+    }
+
+    #[test]
+    fn name_may_use_every_allowed_character() {
+        let name = "AZaz09-_.:nqn.2019-05.io.openebs:n0";
+        let spec = ok(&format!("malloc:///{name}?size_mb=1"));
+        assert_eq!(spec.name, name);
+    }
+
+    #[test]
+    fn name_of_255_bytes_is_accepted() {
+        let name = "a".repeat(255);
+        assert_eq!(ok(&format!("null:///{name}?size_mb=1")).name, name);
+    }
+
+    #[test]
+    fn scheme_is_case_insensitive_and_printed_lowercase() {
+        let spec = ok("MALLOC:///m0?size_mb=1");
+        assert_eq!(spec.kind, BdevKind::Malloc);
+        assert!(spec.uri.starts_with("malloc:///m0?"));
+    }
+
+    #[test]
+    fn surrounding_whitespace_and_empty_pairs_are_ignored() {
+        let spec = ok("  null:///n0?&size_mb=1&&blk_size=512&  ");
+        assert_eq!(spec.uri, "null:///n0?size_mb=1&blk_size=512");
+    }
+
+    #[test]
+    fn largest_sizes_are_accepted() {
+        let max_mb = u64::MAX >> 20;
+        let spec = ok(&format!("null:///n0?size_mb={max_mb}"));
+        assert_eq!(spec.size_bytes(), max_mb << 20);
+        let max_blocks = u64::MAX / 4096;
+        let spec = ok(&format!("null:///n0?num_blocks={max_blocks}&blk_size=4096"));
+        assert_eq!(spec.size_bytes(), max_blocks * 4096);
+    }
+
+    #[test]
+    fn from_str_and_display_agree_with_parse() {
+        let uri = "malloc:///m0?size_mb=64&blk_size=512";
+        let spec: BdevSpec = uri.parse().unwrap();
+        assert_eq!(spec, parse(uri).unwrap());
+        assert_eq!(spec.to_string(), uri);
+        assert_eq!(parse(&spec.to_string()).unwrap(), spec);
+    }
+
+    #[test]
+    fn kind_names() {
+        assert_eq!(BdevKind::Null.as_str(), "null");
+        assert_eq!(BdevKind::Malloc.as_str(), "malloc");
+        assert_eq!(BdevKind::Null.to_string(), "null");
+        assert_eq!(BdevKind::Malloc.to_string(), "malloc");
+        assert_eq!(BdevKind::from_scheme("Null"), Some(BdevKind::Null));
+        assert_eq!(BdevKind::from_scheme("uring"), None);
+    }
+
+    #[test]
+    fn message_lists_match_the_constants() {
+        let kinds: Vec<_> = BdevKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(kinds.join(", "), KNOWN_SCHEMES);
+        assert_eq!(PARAMETERS.join(", "), ACCEPTED_PARAMETERS);
+    }
+
+    #[test]
+    fn new_builds_the_num_blocks_form() {
+        let uuid = Uuid::parse_str(U).unwrap();
+        let spec = BdevSpec::new(BdevKind::Malloc, "m0", 4096, 16, Some(uuid)).unwrap();
+        assert_eq!(
+            spec.uri,
+            format!("malloc:///m0?num_blocks=16&blk_size=4096&uuid={U}")
+        );
+        assert_eq!(parse(&spec.uri).unwrap(), spec);
+    }
+
+    #[test]
+    fn new_checks_its_parts() {
+        use BdevKind::Null;
+        assert!(matches!(
+            BdevSpec::new(Null, "", 512, 1, None),
+            Err(UriError::MissingName { .. })
+        ));
+        assert!(matches!(
+            BdevSpec::new(Null, "a/b", 512, 1, None),
+            Err(UriError::InvalidNameChar { ch: '/', .. })
+        ));
+        assert!(matches!(
+            BdevSpec::new(Null, "a".repeat(256), 512, 1, None),
+            Err(UriError::NameTooLong { len: 256, .. })
+        ));
+        assert!(matches!(
+            BdevSpec::new(Null, "n", 1024, 1, None),
+            Err(UriError::UnsupportedBlockSize { .. })
+        ));
+        assert!(matches!(
+            BdevSpec::new(Null, "n", 512, 0, None),
+            Err(UriError::ZeroSize {
+                param: "num_blocks"
+            })
+        ));
+        assert!(matches!(
+            BdevSpec::new(Null, "n", 512, u64::MAX, None),
+            Err(UriError::SizeOverflow { .. })
+        ));
+        assert!(matches!(
+            BdevSpec::new(Null, "n", 512, 1, Some(Uuid::nil())),
+            Err(UriError::InvalidUuid { .. })
+        ));
+    }
+
+    // ---- errors: one test per variant -------------------------------------
+
+    #[test]
+    fn not_a_uri() {
+        for text in ["", "n0", "/dev/n0"] {
+            let e = err(text, &[&format!("{text:?}"), "not a URI", "malloc:///m0"]);
+            assert!(matches!(e, UriError::Syntax { ref uri, .. } if uri == text));
+        }
+        let e = err("null:///n0", &[]);
+        assert!(!matches!(e, UriError::Syntax { .. }));
+    }
+
+    #[test]
+    fn unknown_scheme_lists_known_ones() {
+        for (text, scheme) in [
+            ("uring:///dev/sda", "uring"),
+            ("http://x/n0", "http"),
+            ("Aio:///n0", "aio"),
+        ] {
+            let e = err(text, &[&format!("{scheme:?}"), "null, malloc"]);
+            assert_eq!(
+                e,
+                UriError::UnknownScheme {
+                    scheme: scheme.into()
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn missing_slashes() {
+        for text in ["null:n0?size_mb=1", "null:/n0?size_mb=1", "null:?size_mb=1"] {
+            let e = err(text, &[text, "three slashes"]);
+            assert!(matches!(e, UriError::MissingSlashes { .. }), "{e:?}");
+        }
+        let e = err("null:/n0?size_mb=1", &["\"null:///n0?size_mb=1\""]);
+        assert_eq!(
+            e,
+            UriError::MissingSlashes {
+                uri: "null:/n0?size_mb=1".into(),
+                suggestion: "null:///n0?size_mb=1".into()
+            }
+        );
+    }
+
+    #[test]
+    fn host_given() {
+        let e = err(
+            "null://host/n0",
+            &["\"host\"", "local", "three slashes", "\"null:///n0\""],
+        );
+        assert_eq!(
+            e,
+            UriError::HostGiven {
+                host: "host".into(),
+                suggestion: "null:///n0".into()
+            }
+        );
+        // Two slashes: the name was read as a host.
+        let e = err(
+            "malloc://m0?size_mb=64",
+            &["\"m0\"", "\"malloc:///m0?size_mb=64\""],
+        );
+        assert!(matches!(e, UriError::HostGiven { .. }));
+        let e = err("null://h:8/n0", &["\"h:8\""]);
+        assert!(matches!(e, UriError::HostGiven { .. }));
+        let e = err("null://u@h/n0", &["\"u@h\""]);
+        assert!(matches!(e, UriError::HostGiven { .. }));
+    }
+
+    #[test]
+    fn fragment() {
+        let e = err("null:///n0?size_mb=1#x", &["\"#x\"", "fragment"]);
+        assert_eq!(
+            e,
+            UriError::Fragment {
+                fragment: "x".into()
+            }
+        );
+        let e = err("null:///n0?size_mb=1#", &["\"#\""]);
+        assert_eq!(
+            e,
+            UriError::Fragment {
+                fragment: "".into()
+            }
+        );
+    }
+
+    #[test]
+    fn missing_name() {
+        for text in [
+            "null://",
+            "null:///",
+            "null:///?size_mb=1",
+            "malloc://?size_mb=1",
+        ] {
+            let e = err(text, &[&format!("{text:?}"), "no device name"]);
+            assert!(matches!(e, UriError::MissingName { .. }), "{text}: {e:?}");
+        }
+        err("malloc:///", &["\"malloc:///dev0\""]);
+    }
+
+    #[test]
+    fn invalid_name_char() {
+        for (text, name, ch) in [
+            ("null:///n%200?size_mb=1", "n 0", ' '),
+            ("null:///n 0?size_mb=1", "n 0", ' '),
+            ("null:///n%2F0?size_mb=1", "n/0", '/'),
+            ("null:///n\u{e9}?size_mb=1", "n\u{e9}", '\u{e9}'),
+            ("null:///n%?size_mb=1", "n%", '%'),
+            ("null:///a@b?size_mb=1", "a@b", '@'),
+        ] {
+            let e = err(
+                text,
+                &[&format!("{name:?}"), &format!("{ch:?}"), NAME_CHARS],
+            );
+            assert_eq!(
+                e,
+                UriError::InvalidNameChar {
+                    name: name.into(),
+                    ch
+                },
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn name_too_long() {
+        let name = "a".repeat(256);
+        let e = err(
+            &format!("null:///{name}?size_mb=1"),
+            &[&name, "256 bytes", "255"],
+        );
+        assert_eq!(e, UriError::NameTooLong { name, len: 256 });
+    }
+
+    #[test]
+    fn nested_path() {
+        for (text, path) in [
+            ("null:///a/b?size_mb=1", "/a/b"),
+            ("null:///n0/?size_mb=1", "/n0/"),
+            ("null:////n0?size_mb=1", "//n0"),
+            ("null:///a/../b?size_mb=1", "/a/../b"),
+        ] {
+            let e = err(text, &[&format!("{path:?}"), "single"]);
+            assert_eq!(e, UriError::NestedPath { path: path.into() }, "{text}");
+        }
+    }
+
+    #[test]
+    fn unknown_parameter_is_named_with_the_accepted_ones() {
+        for (text, param) in [
+            ("null:///n0?size_mb=1&size=1", "size"),
+            ("null:///n0?SIZE_MB=1", "SIZE_MB"),
+            ("null:///n0?size_mb=1&=1", ""),
+            ("null:///n0?size_mb=1&block%20size=512", "block size"),
+        ] {
+            let e = err(text, &[&format!("{param:?}"), ACCEPTED_PARAMETERS]);
+            assert_eq!(
+                e,
+                UriError::UnknownParameter {
+                    param: param.into()
+                },
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn duplicate_parameter() {
+        for param in PARAMETERS {
+            let value = if param == UUID { U } else { "512" };
+            let size = if param == SIZE_MB || param == NUM_BLOCKS {
+                String::new()
+            } else {
+                "size_mb=1&".to_owned()
+            };
+            let text = format!("null:///n0?{size}{param}={value}&{param}={value}");
+            let e = err(&text, &[&format!("{param:?}"), "more than once"]);
+            assert_eq!(e, UriError::DuplicateParameter { param }, "{text}");
+        }
+    }
+
+    #[test]
+    fn conflicting_size() {
+        let e = err(
+            "null:///n0?size_mb=1&num_blocks=2048",
+            &["size_mb=\"1\"", "num_blocks=\"2048\"", "exactly one"],
+        );
+        assert_eq!(
+            e,
+            UriError::ConflictingSize {
+                size_mb: "1".into(),
+                num_blocks: "2048".into()
+            }
+        );
+    }
+
+    #[test]
+    fn missing_size() {
+        for text in ["null:///n0", "null:///n0?", "malloc:///m0?blk_size=4096"] {
+            let e = err(text, &[&format!("{text:?}"), "size_mb=N", "num_blocks=N"]);
+            assert_eq!(e, UriError::MissingSize { uri: text.into() });
+        }
+    }
+
+    #[test]
+    fn zero_size() {
+        let e = err("null:///n0?size_mb=0", &["size_mb=0"]);
+        assert_eq!(e, UriError::ZeroSize { param: SIZE_MB });
+        let e = err("null:///n0?num_blocks=000", &["num_blocks=0"]);
+        assert_eq!(e, UriError::ZeroSize { param: NUM_BLOCKS });
+    }
+
+    #[test]
+    fn invalid_number_names_the_parameter() {
+        for (text, param, value, reason) in [
+            (
+                "null:///n0?size_mb=abc",
+                SIZE_MB,
+                "abc",
+                "not a decimal integer",
+            ),
+            ("null:///n0?size_mb=", SIZE_MB, "", "empty"),
+            ("null:///n0?size_mb", SIZE_MB, "", "empty"),
+            (
+                "null:///n0?size_mb=%2B5",
+                SIZE_MB,
+                "+5",
+                "not a decimal integer",
+            ),
+            (
+                "null:///n0?size_mb=-1",
+                SIZE_MB,
+                "-1",
+                "not a decimal integer",
+            ),
+            (
+                "null:///n0?size_mb=1.5",
+                SIZE_MB,
+                "1.5",
+                "not a decimal integer",
+            ),
+            (
+                "null:///n0?num_blocks=0x10",
+                NUM_BLOCKS,
+                "0x10",
+                "not a decimal integer",
+            ),
+            (
+                "null:///n0?num_blocks=18446744073709551616",
+                NUM_BLOCKS,
+                "18446744073709551616",
+                "too large",
+            ),
+            (
+                "null:///n0?size_mb=1&blk_size=4k",
+                BLK_SIZE,
+                "4k",
+                "not a decimal integer",
+            ),
+        ] {
+            let e = err(text, &[&format!("{param}={value:?}"), reason]);
+            assert!(
+                matches!(e, UriError::InvalidNumber { param: p, value: ref v, .. } if p == param && v == value),
+                "{text}: {e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn unsupported_block_size() {
+        for value in ["0", "1024", "520", "8192", "99999999999999"] {
+            let e = err(
+                &format!("null:///n0?size_mb=1&blk_size={value}"),
+                &[&format!("blk_size={value:?}"), "512, 4096"],
+            );
+            assert_eq!(
+                e,
+                UriError::UnsupportedBlockSize {
+                    value: value.into()
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn size_overflow() {
+        let too_many_mb = (u64::MAX >> 20) + 1;
+        let e = err(
+            &format!("null:///n0?size_mb={too_many_mb}"),
+            &[
+                &format!("size_mb={too_many_mb}"),
+                &format!("{}", u64::MAX >> 20),
+            ],
+        );
+        assert_eq!(
+            e,
+            UriError::SizeOverflow {
+                param: SIZE_MB,
+                value: too_many_mb,
+                block_size: 512,
+                max: u64::MAX >> 20
+            }
+        );
+        let too_many_blocks = u64::MAX / 4096 + 1;
+        let e = err(
+            &format!("null:///n0?num_blocks={too_many_blocks}&blk_size=4096"),
+            &[&format!("num_blocks={too_many_blocks}"), "blk_size=4096"],
+        );
+        assert!(matches!(
+            e,
+            UriError::SizeOverflow {
+                param: NUM_BLOCKS,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn invalid_uuid() {
+        for value in [
+            "nope",
+            "",
+            "3f2a5c4e-8d1b-4e6f-9a7c",
+            "00000000-0000-0000-0000-000000000000",
+        ] {
+            let e = err(
+                &format!("null:///n0?size_mb=1&uuid={value}"),
+                &[&format!("uuid={value:?}")],
+            );
+            assert!(
+                matches!(e, UriError::InvalidUuid { value: ref v, .. } if v == value),
+                "{e:?}"
+            );
+        }
+        err(
+            "null:///n0?size_mb=1&uuid=00000000-0000-0000-0000-000000000000",
+            &["nil"],
+        );
+    }
+
+    #[test]
+    fn checks_run_in_the_documented_order() {
+        // Scheme before host, host before name, name before parameters,
+        // parameter names before values.
+        assert!(matches!(
+            parse("aio://h/a/b"),
+            Err(UriError::UnknownScheme { .. })
+        ));
+        assert!(matches!(
+            parse("null://h/a/b"),
+            Err(UriError::HostGiven { .. })
+        ));
+        assert!(matches!(
+            parse("null:///a/b?x=1"),
+            Err(UriError::NestedPath { .. })
+        ));
+        assert!(matches!(
+            parse("null:///n0?size_mb=x&y=1"),
+            Err(UriError::UnknownParameter { .. })
+        ));
+        assert!(matches!(
+            parse("null:///n0?size_mb=x&num_blocks=y"),
+            Err(UriError::ConflictingSize { .. })
+        ));
+    }
+
+    // ---- properties -----------------------------------------------------
+
+    fn kind() -> impl Strategy<Value = BdevKind> {
+        prop_oneof![Just(BdevKind::Null), Just(BdevKind::Malloc)]
+    }
+
+    fn name() -> impl Strategy<Value = String> {
+        "[A-Za-z0-9._:-]{1,255}"
+    }
+
+    fn block_size() -> impl Strategy<Value = u32> {
+        prop_oneof![Just(512u32), Just(4096u32)]
+    }
+
+    fn uuid() -> impl Strategy<Value = Option<Uuid>> {
+        proptest::option::of(
+            any::<u128>()
+                .prop_filter("not nil", |&v| v != 0)
+                .prop_map(Uuid::from_u128),
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn spec_from_parts_round_trips(
+            kind in kind(),
+            name in name(),
+            block_size in block_size(),
+            blocks in any::<u64>(),
+            uuid in uuid(),
+        ) {
+            let num_blocks = blocks % (u64::MAX / u64::from(block_size)) + 1;
+            let spec = BdevSpec::new(kind, name.clone(), block_size, num_blocks, uuid).unwrap();
+            let back = parse(&spec.to_string()).unwrap();
+            prop_assert_eq!(&back, &spec);
+            prop_assert_eq!(&back.name, &name);
+            prop_assert_eq!(back.size_bytes(), num_blocks * u64::from(block_size));
+        }
+
+        #[test]
+        fn size_mb_uri_round_trips_and_ignores_order(
+            kind in kind(),
+            name in name(),
+            block_size in proptest::option::of(block_size()),
+            size_mb in 1..=(u64::MAX >> 20),
+            uuid in uuid(),
+            order in Just([0usize, 1, 2]).prop_shuffle(),
+        ) {
+            let mut parts = vec![format!("size_mb={size_mb}")];
+            if let Some(bs) = block_size {
+                parts.push(format!("blk_size={bs}"));
+            }
+            if let Some(u) = uuid {
+                parts.push(format!("uuid={}", u.simple()));
+            }
+            let query: Vec<&str> =
+                order.iter().filter_map(|&i| parts.get(i)).map(String::as_str).collect();
+            let spec = parse(&format!("{kind}:///{name}?{}", query.join("&"))).unwrap();
+            let bs = block_size.unwrap_or(DEFAULT_BLOCK_SIZE);
+            prop_assert_eq!(spec.block_size, bs);
+            prop_assert_eq!(spec.size_bytes(), size_mb << 20);
+            prop_assert_eq!(spec.uuid, uuid);
+            let canonical = spec.to_string();
+            let prefix = format!("{kind}:///{name}?size_mb={size_mb}&blk_size={bs}");
+            prop_assert!(canonical.starts_with(&prefix), "{} lacks {}", canonical, prefix);
+            prop_assert_eq!(parse(&canonical).unwrap(), spec);
+        }
+    }
+}
