@@ -1,0 +1,276 @@
+//! bdev-perf: drive block devices from pinned reactors and report IOPS,
+//! bandwidth and latency, as SPDK's bdevperf and Mayastor's casperf do.
+//!
+//! Thread: `main` parses arguments, creates the devices, starts one job per
+//! (core, device) on the reactors, prints progress once a second and the
+//! final report. The jobs run on their reactors (see `job`).
+
+mod job;
+mod report;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use io_engine::bdev::{BdevRegistry, IoPoolConfig};
+use io_engine::env::cores::CoreSet;
+use io_engine::pool::{BufPool, DEFAULT_CACHE_SIZE, PoolConfig};
+use io_engine::reactor::{PollMode, Reactors};
+
+use job::{Job, JobSpec, Progress, Workload};
+
+/// Drive block devices at a fixed queue depth from every selected core.
+///
+/// Each core runs one job per device: QUEUE_DEPTH IOs of IO_SIZE bytes kept
+/// in flight for the given time. Exit status: 0 on success, 1 if any IO
+/// failed or miscompared, 2 on a usage or setup error.
+#[derive(Parser, Debug)]
+#[command(name = "bdev-perf", version, about, long_about = None)]
+struct Args {
+    /// Cores as a hex mask (SPDK's -m), e.g. 0x3.
+    #[arg(short = 'm', long = "reactor-mask", conflicts_with = "core_list")]
+    reactor_mask: Option<String>,
+
+    /// Cores as a list, e.g. 0,2-3.
+    #[arg(short = 'l', long = "core-list")]
+    core_list: Option<String>,
+
+    /// IOs in flight per core and device.
+    #[arg(short = 'q', long = "queue-depth", default_value_t = 32,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    queue_depth: u32,
+
+    /// IO size in bytes (suffixes k, m accepted: 4k), a multiple of the
+    /// devices' block size.
+    #[arg(short = 'o', long = "io-size", default_value = "4096", value_parser = parse_size)]
+    io_size: u64,
+
+    /// IO pattern.
+    #[arg(short = 'w', long = "workload", value_enum)]
+    workload: Workload,
+
+    /// Percentage of reads for randrw.
+    #[arg(short = 'M', long = "rw-mix-read", default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    read_percent: u32,
+
+    /// Run time in seconds.
+    #[arg(short = 't', long = "time", default_value_t = 5.0, value_parser = parse_seconds)]
+    seconds: f64,
+
+    /// Verify: every IO writes a pattern, reads it back and compares
+    /// (needs devices that store data, such as malloc).
+    #[arg(short = 'y', long = "verify")]
+    verify: bool,
+
+    /// IO objects in the shared pool (Mayastor: 65535).
+    #[arg(long = "io-pool-size", default_value_t = 65535)]
+    io_pool_size: usize,
+
+    /// IO objects cached per core; 0 disables the cache.
+    #[arg(long = "io-pool-cache", default_value_t = DEFAULT_CACHE_SIZE)]
+    io_pool_cache: usize,
+
+    /// Print the results as one JSON object on stdout (progress goes to stderr).
+    #[arg(long = "json")]
+    json: bool,
+
+    /// Device to create and drive, e.g. 'null:///n0?size_mb=1024&blk_size=4096'.
+    #[arg(long = "bdev", required = true, value_name = "URI")]
+    bdevs: Vec<String>,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mul) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1024),
+        Some((i, 'm' | 'M')) => (&t[..i], 1024 * 1024),
+        _ => (t, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (bytes, or with a k/m suffix)"))?;
+    match n.checked_mul(mul) {
+        Some(0) | None => Err(format!(
+            "{s:?}: the IO size must be between 1 byte and 16 EiB"
+        )),
+        Some(v) => Ok(v),
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{s:?} is not a positive number of seconds")),
+    }
+}
+
+/// A setup error: printed as one line, exit status 2.
+struct Fatal(String);
+
+impl<E: std::fmt::Display> From<E> for Fatal {
+    fn from(e: E) -> Self {
+        Fatal(e.to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(args) {
+        Ok(report) => {
+            if report.ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(Fatal(msg)) => {
+            eprintln!("bdev-perf: error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: Args) -> Result<report::Report, Fatal> {
+    let cores = CoreSet::from_args(args.reactor_mask.as_deref(), args.core_list.as_deref())?;
+    cores.check_available()?;
+    let registry = BdevRegistry::new(IoPoolConfig {
+        size: args.io_pool_size,
+        cache: args.io_pool_cache,
+        cores: cores.len(),
+    })?;
+    let mut devices = Vec::new();
+    for uri in &args.bdevs {
+        let info = registry.create(uri)?;
+        if !args.io_size.is_multiple_of(info.block_size as u64) {
+            return Err(Fatal(format!(
+                "IO size {} is not a multiple of {}'s block size {}",
+                args.io_size, info.name, info.block_size
+            )));
+        }
+        let desc = registry.open(&info.name)?;
+        let stripes = cores.len() as u64 * args.queue_depth as u64;
+        if args.verify {
+            if !desc.bdev().stores_data() {
+                return Err(Fatal(format!(
+                    "-y needs devices that store data; {} ({}) discards writes",
+                    info.name, info.product
+                )));
+            }
+            if info.size_bytes / args.io_size < stripes {
+                return Err(Fatal(format!(
+                    "-y gives every IO in flight its own blocks: {} needs at least {stripes} IOs \
+                     of {} bytes",
+                    info.name, args.io_size
+                )));
+            }
+        } else if info.size_bytes < args.io_size {
+            return Err(Fatal(format!(
+                "{} ({} bytes) is smaller than one IO of {} bytes",
+                info.name, info.size_bytes, args.io_size
+            )));
+        }
+        devices.push((info, desc));
+    }
+
+    let reactors = Reactors::start(&cores, PollMode::Busy)?;
+    let config = report::Config {
+        cores: cores.to_string(),
+        workload: args.workload,
+        io_size: args.io_size,
+        queue_depth: args.queue_depth,
+        read_percent: (args.workload == Workload::Randrw).then_some(args.read_percent),
+        seconds: args.seconds,
+        verify: args.verify,
+        io_pool_size: args.io_pool_size,
+        io_pool_cache: args.io_pool_cache,
+        bdevs: args.bdevs.clone(),
+    };
+    if !args.json {
+        report::print_config(&config);
+    }
+
+    // Buffers first (DMA memory, on this thread), then one job per core and device.
+    let mut jobs = Vec::new();
+    for core in 0..reactors.len() {
+        for (d, (info, desc)) in devices.iter().enumerate() {
+            let bufs = BufPool::new(
+                PoolConfig::new(
+                    format!("bdev-perf-{core}-{d}"),
+                    args.queue_depth as usize,
+                    1,
+                )
+                .cache_size(0),
+                args.io_size as usize,
+            )?;
+            let spec = JobSpec {
+                workload: args.workload,
+                io_size: args.io_size,
+                queue_depth: args.queue_depth,
+                read_percent: args.read_percent,
+                verify: args.verify,
+                seconds: args.seconds,
+                job_index: core as u32,
+                jobs_on_device: reactors.len() as u32,
+                seed: 0x5eed_0000 + (core * 131 + d) as u64,
+            };
+            let progress = Arc::new(Progress::default());
+            let desc = desc.clone();
+            let p = progress.clone();
+            let reply = reactors.spawn_on(core, move || async move {
+                match Job::start(&desc, spec, bufs, p) {
+                    Ok(rx) => rx.await.map_err(|_| "job dropped".to_string()),
+                    Err(e) => Err(e),
+                }
+            });
+            jobs.push((core, info.name.clone(), progress, reply));
+        }
+    }
+
+    let started = Instant::now();
+    let mut last = (0u64, 0u64);
+    let mut tick = 1;
+    while started.elapsed().as_secs_f64() < args.seconds {
+        let next = Duration::from_secs(tick).min(Duration::from_secs_f64(args.seconds));
+        std::thread::sleep(next.saturating_sub(started.elapsed()));
+        if next.as_secs_f64() >= args.seconds {
+            break;
+        }
+        let (ios, bytes) = jobs.iter().fold((0, 0), |(i, b), j| {
+            (
+                i + j.2.ios.load(std::sync::atomic::Ordering::Relaxed),
+                b + j.2.bytes.load(std::sync::atomic::Ordering::Relaxed),
+            )
+        });
+        report::print_progress(args.json, tick, ios - last.0, bytes - last.1);
+        last = (ios, bytes);
+        tick += 1;
+    }
+
+    let mut results = Vec::new();
+    for (core, name, _, reply) in jobs {
+        let r = reply.wait()?.map_err(Fatal)?;
+        results.push(report::JobRow::new(
+            core,
+            reactors.cpu(core).unwrap_or(0),
+            name,
+            &r,
+        ));
+    }
+    reactors.stop();
+    let report = report::Report::new(config, results);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+    } else {
+        report.print_table();
+    }
+    Ok(report)
+}
