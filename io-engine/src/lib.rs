@@ -1,5 +1,8 @@
 //! io-engine: a userspace I/O engine.
 //!
+//! Thread: the library spans them all; each module's doc says which thread
+//! runs its code (`docs/threading.md` has the whole map).
+//!
 //! One process owns a set of pinned CPU cores; each runs a [`reactor`] that
 //! polls its messages, pollers and tasks. Block devices ([`bdev`]) take their
 //! IO objects from per-core [`pool`] caches and complete on the submitting

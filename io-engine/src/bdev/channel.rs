@@ -248,7 +248,7 @@ impl Inner {
             if self.waiting.borrow().is_empty() {
                 return started;
             }
-            let Some(slot) = self.desc.io_pool().get() else {
+            let Some(slot) = self.desc.io_pool().retry_get() else {
                 return started;
             };
             let Some(w) = self.waiting.borrow_mut().pop_front() else {

@@ -108,9 +108,6 @@ pub enum IoError {
     /// The device failed the IO (with an errno-style code).
     #[error("device error {0}")]
     Device(i32),
-    /// The channel was closed before the IO could start.
-    #[error("the channel is closed")]
-    Closed,
 }
 
 /// What a submitter asks for.

@@ -10,7 +10,8 @@
 //! An IO's journey: `IoChannel::submit` validates the request (aligned to the
 //! block size, inside the device, supported), takes an IO object from the
 //! per-core cache of the shared IO pool (or queues the request if the pool is
-//! exhausted, resubmitting it when objects return), stamps the submit time,
+//! exhausted; the channel's poller retries the queue every round until
+//! objects return), stamps the submit time,
 //! and hands it to the device's [`DeviceChannel`]. The channel's poller
 //! collects completions from the device, records per-core statistics and calls
 //! the submitter's [`IoCompletion`].

@@ -1,5 +1,9 @@
 //! Block-device URIs in Mayastor's form: parsing and the canonical form.
 //!
+//! Thread: any; called by the registry when a device is created. Pure
+//! functions over strings (no shared state, no locks); they allocate, so they
+//! belong on the control path, never the data path.
+//!
 //! A bdev is created from a URI such as `null:///n0?size_mb=1024&blk_size=4096`
 //! or `malloc:///m0?num_blocks=131072`. This module turns such text into a
 //! validated [`BdevSpec`] (kind, name, block size, block count, optional
@@ -23,10 +27,6 @@
 //! order, numbers without leading zeros, the uuid lowercase and hyphenated,
 //! `blk_size` always present. Equal specs print equal URIs, and parsing the
 //! canonical form gives back the same spec.
-//!
-//! Thread: any; called by the registry when a device is created. Pure
-//! functions over strings (no shared state, no locks); they allocate, so they
-//! belong on the control path, never the data path.
 
 use std::fmt;
 use std::str::FromStr;
@@ -66,9 +66,9 @@ const NAME_CHARS: &str = "ASCII letters, digits, '-', '_', '.', ':'";
 /// The kind of block device a URI asks for; its URI scheme.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BdevKind {
-    /// `null://`: discards writes, reads return zeroes; no memory behind it.
+    /// `null://`: discards writes, reads leave the buffer untouched; no memory behind it.
     Null,
-    /// `malloc://`: a RAM disk; data moves through the accel framework.
+    /// `malloc://`: a RAM disk in DMA memory.
     Malloc,
 }
 

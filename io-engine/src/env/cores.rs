@@ -1,5 +1,8 @@
 //! Core selection: which OS CPUs the engine runs its reactors on.
 //!
+//! Thread: any. Nothing here keeps state; [`allowed_cpus`] asks the kernel on
+//! every call.
+//!
 //! A [`CoreSet`] comes from a hex mask in SPDK's form (`-m 0x3`), from a list
 //! (`-l 0,2-3`), or by default from the first CPU this process may run on. It
 //! is then checked against the process's allowed CPUs (its affinity, as set
@@ -7,9 +10,6 @@
 //!
 //! Binaries exit with status 2 when they get a [`CoreError`], like any other
 //! invalid command line; this module only returns the error.
-//!
-//! Thread: any. Nothing here keeps state; [`allowed_cpus`] asks the kernel on
-//! every call.
 
 use std::fmt;
 

@@ -1,6 +1,8 @@
 //! DMA memory: regions a DMA engine may read and write, and their IOVA (the
 //! address a device uses for them).
 //!
+//! Thread: any. A region may be created, used and dropped on any thread.
+//!
 //! A [`DmaRegion`] is an anonymous mapping, a multiple of 2 MiB long and
 //! aligned to 2 MiB, with every page faulted in before it is returned. It
 //! comes from reserved 2 MiB hugepages (hugetlb) when the host has them, and
@@ -10,8 +12,6 @@
 //!
 //! Hugepage counters are read from `/proc/meminfo`, which reports the default
 //! hugepage size; the advice in errors assumes that is 2 MiB, as on x86-64.
-//!
-//! Thread: any. A region may be created, used and dropped on any thread.
 
 use std::ptr::{NonNull, null_mut};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -113,7 +113,7 @@ impl PoolConfig {
     }
 }
 
-/// A per-core cache: a LIFO stack of object indices plus that core's counters.
+/// A per-core cache: a LIFO stack of object indices.
 struct Cache {
     items: Vec<u32>,
 }
@@ -170,7 +170,10 @@ impl<T> Inner<T> {
         cache
     }
 
-    fn get(&self) -> Option<u32> {
+    /// `count_exhaustion`: a first attempt counts an empty pool as an
+    /// exhaustion event; retries of a request already waiting do not.
+    #[inline]
+    fn get(&self, count_exhaustion: bool) -> Option<u32> {
         let slot = core_slot::current();
         let counters = self.counters(slot);
         let got = match slot {
@@ -199,7 +202,9 @@ impl<T> Inner<T> {
                 Some(i)
             }
             None => {
-                counters.exhausted(slot.is_some());
+                if count_exhaustion {
+                    counters.exhausted(slot.is_some());
+                }
                 self.starving.store(true, Ordering::Relaxed);
                 None
             }
@@ -359,8 +364,20 @@ impl<T: Send> ObjectPool<T> {
     /// exhaustion event; the caller queues its request and retries).
     #[inline]
     pub fn get(&self) -> Option<Pooled<T>> {
+        self.take(true)
+    }
+
+    /// As [`Self::get`], for a caller retrying a request that already met
+    /// an empty pool: not counted as another exhaustion event.
+    #[inline]
+    pub fn retry_get(&self) -> Option<Pooled<T>> {
+        self.take(false)
+    }
+
+    #[inline]
+    fn take(&self, count_exhaustion: bool) -> Option<Pooled<T>> {
         let inner = self.inner();
-        inner.get().map(|index| Pooled {
+        inner.get(count_exhaustion).map(|index| Pooled {
             inner: self.inner,
             obj: NonNull::from(&inner.objects[index as usize]),
             index,

@@ -7,12 +7,13 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::Duration;
 
-use super::{Message, PollMode, Shared, run_job};
+use super::{Message, PollMode, Shared, panic_message, run_job};
 use crate::env::core_slot::SlotClaim;
 use crate::env::tsc;
 
@@ -28,6 +29,7 @@ pub enum Poll {
 type PollFn = Box<dyn FnMut() -> Poll>;
 
 struct PollerEntry {
+    name: &'static str,
     live: Rc<Cell<bool>>,
     f: PollFn,
 }
@@ -85,6 +87,7 @@ pub fn current_core() -> Option<usize> {
 pub fn register_poller(name: &'static str, f: impl FnMut() -> Poll + 'static) -> PollerHandle {
     let live = Rc::new(Cell::new(true));
     let entry = PollerEntry {
+        name,
         live: live.clone(),
         f: Box::new(f),
     };
@@ -113,9 +116,28 @@ where
             shared.post(Message::Wake(r));
         }
     };
-    let (runnable, task) = async_task::spawn_local(fut, schedule);
+    // A panic inside the task is logged here, then kept by async-task for
+    // whoever awaits the task: the reactor itself goes on.
+    let index = shared_index();
+    let mut fut = Box::pin(fut);
+    let logged = std::future::poll_fn(move |cx| {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(p) => p,
+            Err(panic) => {
+                tracing::error!(reactor = index, "task panicked: {}", panic_message(&*panic));
+                std::panic::resume_unwind(panic)
+            }
+        }
+    });
+    let (runnable, task) = async_task::Builder::new()
+        .propagate_panic(true)
+        .spawn_local(move |()| logged, schedule);
     runnable.schedule();
     task
+}
+
+fn shared_index() -> usize {
+    with_local(|l| l.shared.index).unwrap_or(usize::MAX)
 }
 
 /// Lets the reactor run one round before the calling task continues.
@@ -219,10 +241,24 @@ impl Local {
         let mut pollers = std::mem::take(&mut *self.pollers.borrow_mut());
         let mut dead = false;
         for p in pollers.iter_mut() {
-            if p.live.get() {
-                busy |= (p.f)() == Poll::Busy;
-            } else {
+            if !p.live.get() {
                 dead = true;
+                continue;
+            }
+            // A panicking poller is unregistered and logged; the reactor and
+            // its other pollers go on.
+            match std::panic::catch_unwind(AssertUnwindSafe(|| (p.f)())) {
+                Ok(r) => busy |= r == Poll::Busy,
+                Err(panic) => {
+                    tracing::error!(
+                        reactor = self.shared.index,
+                        poller = p.name,
+                        "poller panicked and was removed: {}",
+                        panic_message(&*panic)
+                    );
+                    p.live.set(false);
+                    dead = true;
+                }
             }
         }
         if dead {

@@ -174,6 +174,8 @@ impl Reactors {
                         .and_then(|()| crate::env::core_slot::claim().map_err(|e| e.to_string()));
                     match setup {
                         Ok(slot) => {
+                            // Before anyone can post: senders unpark this thread.
+                            let _ = s.thread.set(std::thread::current());
                             let _ = ready_tx.send(Ok(()));
                             local::run(s, slot);
                         }
@@ -186,7 +188,6 @@ impl Reactors {
                     cpu,
                     reason: e.to_string(),
                 })?;
-            let _ = shared.thread.set(thread.thread().clone());
             group.threads.push(thread);
             group.shared.push(shared);
             match ready_rx.recv() {
@@ -235,15 +236,14 @@ impl Reactors {
         F: FnOnce() -> R + Send + 'static,
     {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let reply = Reply { rx, index };
         match self.reactor(index) {
             Ok(r) => {
                 r.post(Message::Run(Box::new(move || {
                     let _ = tx.send(f());
                 })));
-                reply
+                Reply::pending(rx, index)
             }
-            Err(_) => reply, // tx dropped: the reply reports Canceled
+            Err(e) => Reply::failed(e),
         }
     }
 
@@ -256,17 +256,19 @@ impl Reactors {
         F: FnOnce() -> Fut + Send + 'static,
     {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let reply = Reply { rx, index };
-        if let Ok(r) = self.reactor(index) {
-            r.post(Message::Run(Box::new(move || {
-                let fut = make();
-                spawn_local(async move {
-                    let _ = tx.send(fut.await);
-                })
-                .detach();
-            })));
+        match self.reactor(index) {
+            Ok(r) => {
+                r.post(Message::Run(Box::new(move || {
+                    let fut = make();
+                    spawn_local(async move {
+                        let _ = tx.send(fut.await);
+                    })
+                    .detach();
+                })));
+                Reply::pending(rx, index)
+            }
+            Err(e) => Reply::failed(e),
         }
-        reply
     }
 
     /// A snapshot of every reactor's counters.
@@ -302,18 +304,35 @@ impl Drop for Reactors {
 
 /// The result of work sent to a reactor: await it, or [`Reply::wait`] for it.
 pub struct Reply<R> {
-    rx: tokio::sync::oneshot::Receiver<R>,
+    state: Result<tokio::sync::oneshot::Receiver<R>, Option<ReactorError>>,
     index: usize,
 }
 
 impl<R> Reply<R> {
+    fn pending(rx: tokio::sync::oneshot::Receiver<R>, index: usize) -> Self {
+        Reply {
+            state: Ok(rx),
+            index,
+        }
+    }
+
+    fn failed(e: ReactorError) -> Self {
+        Reply {
+            state: Err(Some(e)),
+            index: usize::MAX,
+        }
+    }
+
     /// Blocks the calling thread until the result arrives. Not for use on a
     /// reactor thread (it would stall that reactor).
     pub fn wait(self) -> Result<R, ReactorError> {
         let index = self.index;
-        self.rx
-            .blocking_recv()
-            .map_err(|_| ReactorError::Canceled(index))
+        match self.state {
+            Ok(rx) => rx
+                .blocking_recv()
+                .map_err(|_| ReactorError::Canceled(index)),
+            Err(e) => Err(e.unwrap_or(ReactorError::Canceled(index))),
+        }
     }
 }
 
@@ -321,9 +340,14 @@ impl<R> Future for Reply<R> {
     type Output = Result<R, ReactorError>;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> std::task::Poll<Self::Output> {
         let index = self.index;
-        Pin::new(&mut self.rx)
-            .poll(cx)
-            .map(|r| r.map_err(|_| ReactorError::Canceled(index)))
+        match &mut self.state {
+            Ok(rx) => Pin::new(rx)
+                .poll(cx)
+                .map(|r| r.map_err(|_| ReactorError::Canceled(index))),
+            Err(e) => {
+                std::task::Poll::Ready(Err(e.take().unwrap_or(ReactorError::Canceled(index))))
+            }
+        }
     }
 }
 
@@ -332,13 +356,20 @@ impl<R> Future for Reply<R> {
 /// [`ReactorError::Canceled`]), and the loop goes on.
 fn run_job(index: usize, job: Job) {
     if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(job)) {
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
-        tracing::error!(reactor = index, "work sent to the reactor panicked: {what}");
+        tracing::error!(
+            reactor = index,
+            "work sent to the reactor panicked: {}",
+            panic_message(&*panic)
+        );
     }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 #[cfg(test)]

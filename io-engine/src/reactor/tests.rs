@@ -47,7 +47,7 @@ fn run_on_and_spawn_on_return_results() {
     assert_eq!(out, 2);
     assert!(matches!(
         r.run_on(99, || ()).wait(),
-        Err(ReactorError::Canceled(99))
+        Err(ReactorError::NoSuchCore { index: 99, .. })
     ));
 }
 
@@ -97,11 +97,43 @@ fn pollers_run_until_their_handle_drops() {
 }
 
 #[test]
-fn a_panicking_job_is_contained() {
+fn panics_in_jobs_tasks_and_pollers_are_contained() {
     let r = Reactors::start(&all_cores(), PollMode::ADAPTIVE).unwrap();
     let bad = r.run_on(0, || -> u32 { panic!("boom") });
     assert!(matches!(bad.wait(), Err(ReactorError::Canceled(0))));
     assert_eq!(r.run_on(0, || 5).wait().unwrap(), 5);
+
+    let bad = r.spawn_on(0, || async { panic!("task boom") });
+    assert!(matches!(
+        bad.wait(),
+        Err::<(), _>(ReactorError::Canceled(0))
+    ));
+    assert_eq!(r.run_on(0, || 6).wait().unwrap(), 6);
+
+    // A panicking poller is removed; the others keep running.
+    let (ok_runs, bad_runs) = r
+        .spawn_on(0, || async {
+            let ok = Rc::new(Cell::new(0u32));
+            let bad = Rc::new(Cell::new(0u32));
+            let (o, b) = (ok.clone(), bad.clone());
+            let _good = register_poller("good", move || {
+                o.set(o.get() + 1);
+                Poll::Idle
+            });
+            let _bad = register_poller("bad", move || {
+                b.set(b.get() + 1);
+                panic!("poller boom")
+            });
+            while ok.get() < 50 {
+                yield_now().await;
+            }
+            (ok.get(), bad.get())
+        })
+        .wait()
+        .unwrap();
+    assert!(ok_runs >= 50);
+    assert_eq!(bad_runs, 1);
+    assert_eq!(r.run_on(0, || 7).wait().unwrap(), 7);
 }
 
 #[test]
