@@ -146,8 +146,8 @@ impl Job {
         let now = tsc::now();
         job.start_tsc.set(now);
         job.last_tsc.set(now);
-        job.end_tsc
-            .set(now + (job.spec.seconds * tsc::ticks_per_sec() as f64) as u64);
+        let ticks = (job.spec.seconds * tsc::ticks_per_sec() as f64) as u64;
+        job.end_tsc.set(now.saturating_add(ticks));
         for slot in 0..qd {
             let buf = job
                 .bufs

@@ -59,8 +59,10 @@ struct Args {
     #[arg(short = 't', long = "time", default_value_t = 5.0, value_parser = parse_seconds)]
     seconds: f64,
 
-    /// Verify: every IO writes a pattern, reads it back and compares
-    /// (needs devices that store data, such as malloc).
+    /// Verify: each queue slot writes a pattern to random blocks of its
+    /// own, reads them back and compares, counting miscompares. The
+    /// workload's read/write mix does not apply. Needs devices that store
+    /// data, such as malloc.
     #[arg(short = 'y', long = "verify")]
     verify: bool,
 
@@ -99,10 +101,15 @@ fn parse_size(s: &str) -> Result<u64, String> {
     }
 }
 
+/// Longest run accepted: 30 days.
+const MAX_SECONDS: f64 = 30.0 * 24.0 * 3600.0;
+
 fn parse_seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-        _ => Err(format!("{s:?} is not a positive number of seconds")),
+        Ok(v) if v > 0.0 && v <= MAX_SECONDS => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a run time: give a number of seconds above 0 and at most {MAX_SECONDS} (30 days)"
+        )),
     }
 }
 

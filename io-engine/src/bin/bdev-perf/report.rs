@@ -176,7 +176,14 @@ pub fn print_config(c: &Config) {
     println!("  io size:      {} bytes", c.io_size);
     println!("  queue depth:  {} per core and device", c.queue_depth);
     println!("  run time:     {} s", c.seconds);
-    println!("  verify:       {}", if c.verify { "yes" } else { "no" });
+    println!(
+        "  verify:       {}",
+        if c.verify {
+            "yes (write, read back, compare; the workload's mix does not apply)"
+        } else {
+            "no"
+        }
+    );
     println!(
         "  io pool:      {} objects, {} cached per core",
         c.io_pool_size, c.io_pool_cache
