@@ -3,21 +3,20 @@
 //! write_zeroes and unmap zero the range; flush has nothing to do.
 //!
 //! Thread: the device (its memory) is shared by every core; each channel
-//! lives on one reactor, copies on that core, and completes on its next poll.
+//! lives on one reactor. Submission only queues an IO; the channel's poll
+//! copies the data of every queued IO, prefetching the next IO's memory
+//! while the current one copies, and completes them on that same core.
 
 use std::sync::Arc;
 
-use uuid::Uuid;
-
 use super::io::{BdevIo, IoType};
 use super::uri::BdevSpec;
-use super::{Bdev, DeviceChannel};
+use super::{Bdev, DeviceChannel, Identity};
 use crate::env::dma::{DmaError, DmaRegion};
 
 /// A malloc device.
 pub struct Malloc {
-    spec: BdevSpec,
-    uuid: Uuid,
+    id: Identity,
     mem: Arc<DmaRegion>,
 }
 
@@ -25,35 +24,25 @@ impl Malloc {
     /// Allocates the device's memory (zeroed).
     pub fn new(spec: BdevSpec) -> Result<Self, DmaError> {
         let mem = Arc::new(DmaRegion::alloc(spec.size_bytes() as usize)?);
-        let uuid = spec.uuid.unwrap_or_else(Uuid::new_v4);
-        Ok(Malloc { spec, uuid, mem })
+        Ok(Malloc {
+            id: Identity::new(spec),
+            mem,
+        })
     }
 }
 
 impl Bdev for Malloc {
-    fn name(&self) -> &str {
-        &self.spec.name
-    }
-    fn uuid(&self) -> Uuid {
-        self.uuid
+    fn identity(&self) -> &Identity {
+        &self.id
     }
     fn product(&self) -> &'static str {
         "malloc"
-    }
-    fn block_size(&self) -> u32 {
-        self.spec.block_size
-    }
-    fn num_blocks(&self) -> u64 {
-        self.spec.num_blocks
     }
     fn supports(&self, _op: IoType) -> bool {
         true
     }
     fn stores_data(&self) -> bool {
         true
-    }
-    fn uri(&self) -> String {
-        self.spec.uri.clone()
     }
     fn create_channel(&self) -> Box<dyn DeviceChannel> {
         Box::new(MallocChannel {
@@ -68,11 +57,12 @@ struct MallocChannel {
     pending: Vec<BdevIo>,
 }
 
-impl DeviceChannel for MallocChannel {
+impl MallocChannel {
+    /// Moves an IO's data. The channel validated the range: offset + len <=
+    /// device size <= region length, and data IOs carry a buffer of at
+    /// least len bytes.
     #[inline]
-    fn submit(&mut self, mut io: BdevIo) {
-        // The channel validated the range: offset + len <= device size <=
-        // region length, and data IOs carry a buffer of at least len bytes.
+    fn execute(&self, io: &mut BdevIo) {
         let (offset, len) = (io.offset() as usize, io.len() as usize);
         let base = self.mem.as_ptr();
         match io.op() {
@@ -97,15 +87,74 @@ impl DeviceChannel for MallocChannel {
             IoType::Flush => {}
         }
         io.set_status(Ok(()));
+    }
+
+    /// Starts pulling the first lines of the next IO's device memory into
+    /// the cache while the current IO copies, so that copy does not begin
+    /// with a full memory latency: the source of a read, the destination (for
+    /// writing) of a write. The hardware prefetcher takes over from there.
+    #[inline]
+    fn prefetch(&self, io: &BdevIo) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};
+            let base = self.mem.as_ptr().wrapping_add(io.offset() as usize) as *const i8;
+            let len = io.len() as usize;
+            // SAFETY (every prefetch below): prefetch has no architectural
+            // effect and never faults; the addresses are inside the mapping.
+            match io.op() {
+                IoType::Read => {
+                    for l in (0..PREFETCH_READ.min(len)).step_by(64) {
+                        // SAFETY: see above.
+                        unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(l)) }
+                    }
+                }
+                IoType::Write => {
+                    for l in (0..PREFETCH_WRITE.min(len)).step_by(64) {
+                        // SAFETY: see above.
+                        unsafe { _mm_prefetch::<_MM_HINT_ET0>(base.wrapping_add(l)) }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Bytes of the next read's source and the next write's destination that
+/// are prefetched ahead of their copy. Measured with bdev-perf on 4 KiB
+/// random IO over 1 GiB (docs/performance.md): 1 KiB for reads (3.4 M ->
+/// 5.3 M IOPS on one core; 256 B and 4 KiB both do worse), 256 B for writes
+/// (5.3 M -> 5.6 M).
+const PREFETCH_READ: usize = 1024;
+const PREFETCH_WRITE: usize = 256;
+
+impl DeviceChannel for MallocChannel {
+    #[inline]
+    fn submit(&mut self, io: BdevIo) {
         self.pending.push(io);
     }
 
+    /// Copies the data of every queued IO, prefetching the next one's source
+    /// while the current one copies, and reports them all complete.
     #[inline]
     fn poll(&mut self, done: &mut Vec<BdevIo>) -> usize {
         let n = self.pending.len();
-        if n > 0 {
-            done.append(&mut self.pending);
+        if n == 0 {
+            return 0;
         }
+        let mut pending = std::mem::take(&mut self.pending);
+        if let Some(first) = pending.first() {
+            self.prefetch(first);
+        }
+        for i in 0..n {
+            if let Some(next) = pending.get(i + 1) {
+                self.prefetch(next);
+            }
+            self.execute(&mut pending[i]);
+        }
+        done.append(&mut pending);
+        self.pending = pending;
         n
     }
 }

@@ -37,27 +37,57 @@ use uuid::Uuid;
 /// Thread: any for the accessors; [`Bdev::create_channel`] is called on the
 /// reactor that will own the channel.
 pub trait Bdev: Send + Sync + 'static {
-    /// Unique name.
-    fn name(&self) -> &str;
-    /// Identity, stable for the device's life.
-    fn uuid(&self) -> Uuid;
+    /// Name, geometry, identity and URI.
+    fn identity(&self) -> &Identity;
     /// `null` or `malloc`.
     fn product(&self) -> &'static str;
-    /// Bytes per block.
-    fn block_size(&self) -> u32;
-    /// Number of blocks.
-    fn num_blocks(&self) -> u64;
     /// Whether the device serves `op`.
     fn supports(&self, op: IoType) -> bool;
     /// Whether written data can be read back (malloc yes, null no).
     fn stores_data(&self) -> bool;
-    /// The canonical URI the device was created from.
-    fn uri(&self) -> String;
     /// Opens the device's side of a channel on the calling core.
     fn create_channel(&self) -> Box<dyn DeviceChannel>;
+
+    /// Unique name.
+    fn name(&self) -> &str {
+        &self.identity().spec.name
+    }
+    /// Identity, stable for the device's life.
+    fn uuid(&self) -> Uuid {
+        self.identity().uuid
+    }
+    /// Bytes per block.
+    fn block_size(&self) -> u32 {
+        self.identity().spec.block_size
+    }
+    /// Number of blocks.
+    fn num_blocks(&self) -> u64 {
+        self.identity().spec.num_blocks
+    }
+    /// The canonical URI the device was created from.
+    fn uri(&self) -> String {
+        self.identity().spec.uri.clone()
+    }
     /// Size in bytes.
     fn size_bytes(&self) -> u64 {
         self.block_size() as u64 * self.num_blocks()
+    }
+}
+
+/// What every device is: the spec it was created from and its uuid.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// Name, kind, geometry and canonical URI.
+    pub spec: BdevSpec,
+    /// The URI's `uuid=`, or a random one.
+    pub uuid: Uuid,
+}
+
+impl Identity {
+    /// The identity of a device created from `spec`.
+    pub fn new(spec: BdevSpec) -> Self {
+        let uuid = spec.uuid.unwrap_or_else(Uuid::new_v4);
+        Identity { spec, uuid }
     }
 }
 

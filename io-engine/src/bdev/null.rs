@@ -4,50 +4,36 @@
 //!
 //! Thread: the device is shared; each channel lives on one reactor.
 
-use uuid::Uuid;
-
 use super::io::{BdevIo, IoType};
 use super::uri::BdevSpec;
-use super::{Bdev, DeviceChannel};
+use super::{Bdev, DeviceChannel, Identity};
 
 /// A null device.
 pub struct Null {
-    spec: BdevSpec,
-    uuid: Uuid,
+    id: Identity,
 }
 
 impl Null {
     /// A null device as `spec` describes.
     pub fn new(spec: BdevSpec) -> Self {
-        let uuid = spec.uuid.unwrap_or_else(Uuid::new_v4);
-        Null { spec, uuid }
+        Null {
+            id: Identity::new(spec),
+        }
     }
 }
 
 impl Bdev for Null {
-    fn name(&self) -> &str {
-        &self.spec.name
-    }
-    fn uuid(&self) -> Uuid {
-        self.uuid
+    fn identity(&self) -> &Identity {
+        &self.id
     }
     fn product(&self) -> &'static str {
         "null"
-    }
-    fn block_size(&self) -> u32 {
-        self.spec.block_size
-    }
-    fn num_blocks(&self) -> u64 {
-        self.spec.num_blocks
     }
     fn supports(&self, _op: IoType) -> bool {
         true
     }
     fn stores_data(&self) -> bool {
         false
-    }
-    fn uri(&self) -> String {
-        self.spec.uri.clone()
     }
     fn create_channel(&self) -> Box<dyn DeviceChannel> {
         Box::new(NullChannel {

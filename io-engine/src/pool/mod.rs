@@ -122,7 +122,9 @@ struct Inner<T> {
     name: String,
     cache_size: usize,
     /// Objects; slot `i` is reachable only by whoever holds index `i`.
-    objects: Box<[UnsafeCell<T>]>,
+    /// Each on cache lines of its own, as DPDK aligns mempool objects: two
+    /// cores working on neighbouring objects must not share a line.
+    objects: Box<[CachePadded<UnsafeCell<T>>]>,
     global: ArrayQueue<u32>,
     /// Per-slot caches: entry `s` is touched only by the thread holding core slot `s`.
     caches: Box<[CachePadded<UnsafeCell<Cache>>]>,
@@ -337,7 +339,9 @@ impl<T: Send> ObjectPool<T> {
         let inner = Box::new(Inner {
             name,
             cache_size,
-            objects: (0..capacity).map(|i| UnsafeCell::new(init(i))).collect(),
+            objects: (0..capacity)
+                .map(|i| CachePadded::new(UnsafeCell::new(init(i))))
+                .collect(),
             global,
             caches: (0..MAX_SLOTS)
                 .map(|_| CachePadded::new(UnsafeCell::new(Cache { items: Vec::new() })))
@@ -379,7 +383,7 @@ impl<T: Send> ObjectPool<T> {
         let inner = self.inner();
         inner.get(count_exhaustion).map(|index| Pooled {
             inner: self.inner,
-            obj: NonNull::from(&inner.objects[index as usize]),
+            obj: NonNull::from(&*inner.objects[index as usize]),
             index,
             _owns: PhantomData,
         })

@@ -187,6 +187,8 @@ pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim) {
         while handled < MESSAGES_PER_ROUND {
             let Some(msg) = shared.queue.pop() else { break };
             handled += 1;
+            // Counted before it runs: whoever gets the job's reply sees it.
+            counters.add_messages(1);
             match msg {
                 Message::Run(job) => run_job(shared.index, job),
                 Message::Wake(r) => {
@@ -194,10 +196,7 @@ pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim) {
                 }
             }
         }
-        if handled > 0 {
-            counters.add_messages(handled as u64);
-            busy = true;
-        }
+        busy |= handled > 0;
 
         busy |= local.run_pollers();
         busy |= local.run_ready();

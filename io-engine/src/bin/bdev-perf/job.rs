@@ -54,7 +54,10 @@ pub struct JobSpec {
 }
 
 /// Counters the main thread reads while the job runs (single writer).
+/// Aligned to its own cache lines: jobs on different cores write theirs on
+/// every IO, and must not share a line.
 #[derive(Default)]
+#[repr(align(128))]
 pub struct Progress {
     pub ios: AtomicU64,
     pub bytes: AtomicU64,
