@@ -8,10 +8,14 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
 
 use super::DeviceChannel;
 use super::io::{BdevIo, IoCompletion, IoDone, IoError, IoRequest, IoSlot, IoType, SubmitError};
 use super::registry::{BdevDesc, BdevError};
+use super::stats::CoreCounters;
 use crate::env::core_slot;
 use crate::env::tsc;
 use crate::pool::Pooled;
@@ -46,7 +50,8 @@ struct Inner {
     block_size: u32,
     size: u64,
     supported: [bool; 5],
-    slot: Option<u32>,
+    /// This core's entry of the device's counters.
+    counters: Arc<CachePadded<CoreCounters>>,
     dev: RefCell<Box<dyn DeviceChannel>>,
     /// Scratch for the device's completions; keeps its capacity.
     done: RefCell<Vec<BdevIo>>,
@@ -79,7 +84,7 @@ impl IoChannel {
             block_size,
             size: bdev.size_bytes(),
             supported: IoType::ALL.map(|op| bdev.supports(op)),
-            slot: core_slot::current(),
+            counters: desc.stats().core(core_slot::current()),
             dev: RefCell::new(bdev.create_channel()),
             done: RefCell::new(Vec::with_capacity(INITIAL_QUEUE)),
             waiting: RefCell::new(VecDeque::new()),
@@ -206,7 +211,7 @@ impl Inner {
         s.status = Ok(());
         s.submit_tsc = tsc::now();
         self.in_flight.set(self.in_flight.get() + 1);
-        self.desc.stats().submitted(self.slot);
+        self.counters.submitted();
         self.dev.borrow_mut().submit(BdevIo { slot, cb });
     }
 
@@ -215,12 +220,10 @@ impl Inner {
         let n = self.dev.borrow_mut().poll(&mut done);
         if n > 0 {
             let now = tsc::now();
-            let stats = self.desc.stats();
             self.in_flight.set(self.in_flight.get() - done.len() as u64);
             for BdevIo { mut slot, cb } in done.drain(..) {
                 slot.complete_tsc = now;
-                stats.completed(
-                    self.slot,
+                self.counters.completed(
                     slot.op,
                     slot.len,
                     slot.status.is_ok(),

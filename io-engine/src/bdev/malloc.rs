@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::io::{BdevIo, IoType};
 use super::uri::BdevSpec;
 use super::{Bdev, DeviceChannel, Identity};
-use crate::env::dma::{DmaError, DmaRegion};
+use crate::env::dma::{DmaError, DmaRegion, check_memory};
 
 /// A malloc device.
 pub struct Malloc {
@@ -21,9 +21,14 @@ pub struct Malloc {
 }
 
 impl Malloc {
-    /// Allocates the device's memory (zeroed).
+    /// Allocates the device's memory (zeroed), after checking that it can
+    /// be had: a request for more memory than there is gets an error, not
+    /// the process OOM-killed.
     pub fn new(spec: BdevSpec) -> Result<Self, DmaError> {
-        let mem = Arc::new(DmaRegion::alloc(spec.size_bytes() as usize)?);
+        let len = usize::try_from(spec.size_bytes())
+            .map_err(|_| DmaError::TooLarge { len: usize::MAX })?;
+        check_memory(len)?;
+        let mem = Arc::new(DmaRegion::alloc(len)?);
         Ok(Malloc {
             id: Identity::new(spec),
             mem,

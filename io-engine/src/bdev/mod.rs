@@ -27,7 +27,7 @@ pub mod uri;
 pub use channel::IoChannel;
 pub use io::{BdevIo, IoCompletion, IoDone, IoError, IoRequest, IoSlot, IoType, SubmitError};
 pub use registry::{BdevDesc, BdevError, BdevInfo, BdevRegistry, IoPoolConfig};
-pub use stats::{IoStats, OpStats};
+pub use stats::{IoStats, LATENCY_BUCKETS, OpStats, latency_bucket_bounds_ns};
 pub use uri::{BdevKind, BdevSpec, UriError};
 
 use uuid::Uuid;

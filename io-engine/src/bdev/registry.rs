@@ -229,6 +229,23 @@ impl BdevRegistry {
         self.devices().get(name).map(|e| e.stats.snapshot())
     }
 
+    /// Zeroes the calling core's IO counters of device `name`, or of every
+    /// device. Each core zeroes its own (the single-writer rule): call it on
+    /// every reactor, and once off them for the threads without a core.
+    pub fn reset_local_io_stats(&self, name: Option<&str>) -> Result<(), BdevError> {
+        let slot = crate::env::core_slot::current();
+        let devices = self.devices();
+        match name {
+            Some(n) => devices
+                .get(n)
+                .ok_or_else(|| BdevError::NotFound(n.into()))?
+                .stats
+                .reset(slot),
+            None => devices.values().for_each(|e| e.stats.reset(slot)),
+        }
+        Ok(())
+    }
+
     /// Counters of the shared IO object pool.
     pub fn io_pool_stats(&self) -> PoolStats {
         self.io_pool.stats()

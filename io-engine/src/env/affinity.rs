@@ -46,6 +46,20 @@ pub fn pin_current_thread(cpu: u32) -> Result<(), AffinityError> {
     sched_setaffinity(None, &set).map_err(|errno| AffinityError::Pin { cpu, errno })
 }
 
+/// Restricts the calling thread to the CPUs of `cpus` (for threads that
+/// must stay off the reactors' cores, such as the control plane's).
+pub fn confine_current_thread(cpus: &[u32]) -> Result<(), AffinityError> {
+    let mut set = CpuSet::new();
+    for &cpu in cpus {
+        if cpu >= MAX_CPUS {
+            return Err(AffinityError::OutOfRange { cpu });
+        }
+        set.set(cpu as usize);
+    }
+    let first = cpus.first().copied().unwrap_or(0);
+    sched_setaffinity(None, &set).map_err(|errno| AffinityError::Pin { cpu: first, errno })
+}
+
 /// The CPU the calling thread is running on now (`sched_getcpu`).
 ///
 /// Unless the thread is pinned, the answer may be stale by the time it is

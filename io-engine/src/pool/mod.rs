@@ -19,7 +19,7 @@
 mod buf;
 mod stats;
 
-pub use buf::{BufPool, DmaChunk, IoBuf};
+pub use buf::{BufPool, BufPoolError, DmaChunk, IoBuf};
 pub use stats::{CoreStats, PoolStats};
 
 use std::cell::UnsafeCell;

@@ -122,6 +122,8 @@ struct Shared {
     sleeping: AtomicBool,
     stop: AtomicBool,
     thread: OnceLock<Thread>,
+    /// The core slot the reactor holds (set before it reports ready).
+    slot: OnceLock<u32>,
     counters: Counters,
 }
 
@@ -162,6 +164,7 @@ impl Reactors {
                 sleeping: AtomicBool::new(false),
                 stop: AtomicBool::new(false),
                 thread: OnceLock::new(),
+                slot: OnceLock::new(),
                 counters: Counters::default(),
             });
             let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -176,6 +179,7 @@ impl Reactors {
                         Ok(slot) => {
                             // Before anyone can post: senders unpark this thread.
                             let _ = s.thread.set(std::thread::current());
+                            let _ = s.slot.set(slot.slot());
                             let _ = ready_tx.send(Ok(()));
                             local::run(s, slot);
                         }
@@ -212,6 +216,12 @@ impl Reactors {
     /// Whether the group is empty (never, once started).
     pub fn is_empty(&self) -> bool {
         self.shared.is_empty()
+    }
+
+    /// The reactor holding core slot `slot` (per-core counters are kept by
+    /// slot), if one does.
+    pub fn index_of_slot(&self, slot: u32) -> Option<usize> {
+        self.shared.iter().position(|s| s.slot.get() == Some(&slot))
     }
 
     /// The OS CPU that reactor `index` is pinned to.

@@ -2,23 +2,20 @@
 //! bandwidth and latency, as SPDK's bdevperf and Mayastor's casperf do.
 //!
 //! Thread: `main` parses arguments, creates the devices, starts one job per
-//! (core, device) on the reactors, prints progress once a second and the
-//! final report. The jobs run on their reactors (see `job`).
+//! (core, device) on the reactors (`io_engine::perf`), prints progress once
+//! a second and the final report. The jobs run on their reactors.
 
-mod job;
 mod report;
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use io_engine::bdev::{BdevRegistry, IoPoolConfig};
 use io_engine::env::cores::CoreSet;
-use io_engine::pool::{BufPool, DEFAULT_CACHE_SIZE, PoolConfig};
+use io_engine::perf::{self, MAX_SECONDS, PerfSpec, Workload};
+use io_engine::pool::DEFAULT_CACHE_SIZE;
 use io_engine::reactor::{PollMode, Reactors};
-
-use job::{Job, JobSpec, Progress, Workload};
 
 /// Drive block devices at a fixed queue depth from every selected core.
 ///
@@ -101,9 +98,6 @@ fn parse_size(s: &str) -> Result<u64, String> {
     }
 }
 
-/// Longest run accepted: 30 days.
-const MAX_SECONDS: f64 = 30.0 * 24.0 * 3600.0;
-
 fn parse_seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v > 0.0 && v <= MAX_SECONDS => Ok(v),
@@ -129,6 +123,7 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     match run(args) {
@@ -154,41 +149,22 @@ fn run(args: Args) -> Result<report::Report, Fatal> {
         cache: args.io_pool_cache,
         cores: cores.len(),
     })?;
-    let mut devices = Vec::new();
+    let mut names = Vec::new();
     for uri in &args.bdevs {
-        let info = registry.create(uri)?;
-        if !args.io_size.is_multiple_of(info.block_size as u64) {
-            return Err(Fatal(format!(
-                "IO size {} is not a multiple of {}'s block size {}",
-                args.io_size, info.name, info.block_size
-            )));
-        }
-        let desc = registry.open(&info.name)?;
-        let stripes = cores.len() as u64 * args.queue_depth as u64;
-        if args.verify {
-            if !desc.bdev().stores_data() {
-                return Err(Fatal(format!(
-                    "-y needs devices that store data; {} ({}) discards writes",
-                    info.name, info.product
-                )));
-            }
-            if info.size_bytes / args.io_size < stripes {
-                return Err(Fatal(format!(
-                    "-y gives every IO in flight its own blocks: {} needs at least {stripes} IOs \
-                     of {} bytes",
-                    info.name, args.io_size
-                )));
-            }
-        } else if info.size_bytes < args.io_size {
-            return Err(Fatal(format!(
-                "{} ({} bytes) is smaller than one IO of {} bytes",
-                info.name, info.size_bytes, args.io_size
-            )));
-        }
-        devices.push((info, desc));
+        names.push(registry.create(uri)?.name);
     }
-
     let reactors = Reactors::start(&cores, PollMode::Busy)?;
+    let spec = PerfSpec {
+        bdevs: names,
+        cores: Vec::new(),
+        workload: args.workload,
+        io_size: args.io_size,
+        queue_depth: args.queue_depth,
+        read_percent: args.read_percent,
+        verify: args.verify,
+        seconds: args.seconds,
+    };
+    let running = perf::start(&reactors, &registry, &spec)?;
     let config = report::Config {
         cores: cores.to_string(),
         workload: args.workload,
@@ -205,43 +181,6 @@ fn run(args: Args) -> Result<report::Report, Fatal> {
         report::print_config(&config);
     }
 
-    // Buffers first (DMA memory, on this thread), then one job per core and device.
-    let mut jobs = Vec::new();
-    for core in 0..reactors.len() {
-        for (d, (info, desc)) in devices.iter().enumerate() {
-            let bufs = BufPool::new(
-                PoolConfig::new(
-                    format!("bdev-perf-{core}-{d}"),
-                    args.queue_depth as usize,
-                    1,
-                )
-                .cache_size(0),
-                args.io_size as usize,
-            )?;
-            let spec = JobSpec {
-                workload: args.workload,
-                io_size: args.io_size,
-                queue_depth: args.queue_depth,
-                read_percent: args.read_percent,
-                verify: args.verify,
-                seconds: args.seconds,
-                job_index: core as u32,
-                jobs_on_device: reactors.len() as u32,
-                seed: 0x5eed_0000 + (core * 131 + d) as u64,
-            };
-            let progress = Arc::new(Progress::default());
-            let desc = desc.clone();
-            let p = progress.clone();
-            let reply = reactors.spawn_on(core, move || async move {
-                match Job::start(&desc, spec, bufs, p) {
-                    Ok(rx) => rx.await.map_err(|_| "job dropped".to_string()),
-                    Err(e) => Err(e),
-                }
-            });
-            jobs.push((core, info.name.clone(), progress, reply));
-        }
-    }
-
     let started = Instant::now();
     let mut last = (0u64, 0u64);
     let mut tick = 1;
@@ -251,29 +190,15 @@ fn run(args: Args) -> Result<report::Report, Fatal> {
         if next.as_secs_f64() >= args.seconds {
             break;
         }
-        let (ios, bytes) = jobs.iter().fold((0, 0), |(i, b), j| {
-            (
-                i + j.2.ios.load(std::sync::atomic::Ordering::Relaxed),
-                b + j.2.bytes.load(std::sync::atomic::Ordering::Relaxed),
-            )
-        });
+        let (ios, bytes) = running.progress();
         report::print_progress(args.json, tick, ios - last.0, bytes - last.1);
         last = (ios, bytes);
         tick += 1;
     }
 
-    let mut results = Vec::new();
-    for (core, name, _, reply) in jobs {
-        let r = reply.wait()?.map_err(Fatal)?;
-        results.push(report::JobRow::new(
-            core,
-            reactors.cpu(core).unwrap_or(0),
-            name,
-            &r,
-        ));
-    }
+    let rows = running.wait()?;
     reactors.stop();
-    let report = report::Report::new(config, results);
+    let report = report::Report::new(config, rows);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report.to_json())?);
     } else {

@@ -6,8 +6,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::job::{JobResult, Workload};
-use io_engine::env::tsc;
+use io_engine::perf::{JobRow, Workload};
 
 /// The run's settings, echoed in the output.
 #[derive(Debug, Clone, Serialize)]
@@ -23,83 +22,6 @@ pub struct Config {
     pub io_pool_size: usize,
     pub io_pool_cache: usize,
     pub bdevs: Vec<String>,
-}
-
-/// Figures of one job (one core driving one device), or of the total.
-#[derive(Debug, Clone, Serialize)]
-pub struct JobRow {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub core: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bdev: Option<String>,
-    pub ios: u64,
-    pub seconds: f64,
-    pub iops: f64,
-    pub mib_s: f64,
-    pub avg_lat_us: f64,
-    pub min_lat_us: f64,
-    pub max_lat_us: f64,
-    pub failed: u64,
-    pub miscompares: u64,
-}
-
-fn us(ticks: u64) -> f64 {
-    tsc::ticks_to_ns(ticks) as f64 / 1000.0
-}
-
-impl JobRow {
-    pub fn new(core: usize, cpu: u32, bdev: String, r: &JobResult) -> JobRow {
-        let seconds = (tsc::ticks_to_ns(r.elapsed_ticks) as f64 / 1e9).max(1e-9);
-        JobRow {
-            core: Some(core),
-            cpu: Some(cpu),
-            bdev: Some(bdev),
-            ios: r.ios,
-            seconds,
-            iops: r.ios as f64 / seconds,
-            mib_s: r.bytes as f64 / seconds / (1024.0 * 1024.0),
-            avg_lat_us: if r.ios == 0 {
-                0.0
-            } else {
-                us(r.lat_total_ticks) / r.ios as f64
-            },
-            min_lat_us: us(r.lat_min_ticks),
-            max_lat_us: us(r.lat_max_ticks),
-            failed: r.failed,
-            miscompares: r.miscompares,
-        }
-    }
-
-    fn total(rows: &[JobRow]) -> JobRow {
-        let ios: u64 = rows.iter().map(|r| r.ios).sum();
-        let with_io = || rows.iter().filter(|r| r.ios > 0);
-        JobRow {
-            core: None,
-            cpu: None,
-            bdev: None,
-            ios,
-            seconds: rows.iter().map(|r| r.seconds).fold(0.0, f64::max),
-            iops: rows.iter().map(|r| r.iops).sum(),
-            mib_s: rows.iter().map(|r| r.mib_s).sum(),
-            avg_lat_us: if ios == 0 {
-                0.0
-            } else {
-                rows.iter()
-                    .map(|r| r.avg_lat_us * r.ios as f64)
-                    .sum::<f64>()
-                    / ios as f64
-            },
-            min_lat_us: with_io()
-                .map(|r| r.min_lat_us)
-                .reduce(f64::min)
-                .unwrap_or(0.0),
-            max_lat_us: rows.iter().map(|r| r.max_lat_us).fold(0.0, f64::max),
-            failed: rows.iter().map(|r| r.failed).sum(),
-            miscompares: rows.iter().map(|r| r.miscompares).sum(),
-        }
-    }
 }
 
 /// The whole run.

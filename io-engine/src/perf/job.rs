@@ -1,4 +1,4 @@
-//! One bdev-perf job: one device driven from one core at a fixed queue depth.
+//! One perf job: one device driven from one core at a fixed queue depth.
 //!
 //! Thread: a reactor. The job is created on its reactor and lives there; each
 //! completion records the IO and submits the next one from the completion
@@ -9,9 +9,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use io_engine::bdev::{BdevDesc, IoChannel, IoCompletion, IoDone, IoRequest, IoType};
-use io_engine::env::tsc;
-use io_engine::pool::{BufPool, IoBuf};
+use crate::bdev::{BdevDesc, IoChannel, IoCompletion, IoDone, IoRequest, IoType};
+use crate::env::tsc;
+use crate::pool::{BufPool, IoBuf};
 
 /// The IO pattern.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -40,17 +40,19 @@ impl Workload {
 
 /// What a job is told to do.
 #[derive(Debug, Clone)]
-pub struct JobSpec {
-    pub workload: Workload,
-    pub io_size: u64,
-    pub queue_depth: u32,
-    pub read_percent: u32,
-    pub verify: bool,
-    pub seconds: f64,
+pub(super) struct JobSpec {
+    pub(super) workload: Workload,
+    pub(super) io_size: u64,
+    pub(super) queue_depth: u32,
+    pub(super) read_percent: u32,
+    pub(super) verify: bool,
+    pub(super) seconds: f64,
     /// This job's place among the jobs on the same device (verify stripes).
-    pub job_index: u32,
-    pub jobs_on_device: u32,
-    pub seed: u64,
+    pub(super) job_index: u32,
+    pub(super) jobs_on_device: u32,
+    pub(super) seed: u64,
+    /// The job ends early when this changes (`perf::cancel_all`).
+    pub(super) epoch: &'static AtomicU64,
 }
 
 /// Counters the main thread reads while the job runs (single writer).
@@ -59,20 +61,30 @@ pub struct JobSpec {
 #[derive(Default)]
 #[repr(align(128))]
 pub struct Progress {
+    /// IOs completed successfully.
     pub ios: AtomicU64,
+    /// Bytes they moved.
     pub bytes: AtomicU64,
 }
 
-/// A finished job's figures.
+/// A finished job's raw figures, in cycle-clock ticks.
 #[derive(Debug, Clone, Default)]
 pub struct JobResult {
+    /// IOs completed successfully.
     pub ios: u64,
+    /// Bytes they moved.
     pub bytes: u64,
+    /// First submission to last completion.
     pub elapsed_ticks: u64,
+    /// Sum of latencies.
     pub lat_total_ticks: u64,
+    /// Smallest latency.
     pub lat_min_ticks: u64,
+    /// Largest latency.
     pub lat_max_ticks: u64,
+    /// IOs that failed.
     pub failed: u64,
+    /// Verified reads that did not match.
     pub miscompares: u64,
 }
 
@@ -84,9 +96,11 @@ struct VerifySlot {
     generation: u64,
 }
 
-pub struct Job {
+pub(super) struct Job {
     ch: IoChannel,
     spec: JobSpec,
+    /// The cancellation epoch when the job started.
+    epoch: u64,
     units: u64,
     rng: Cell<u64>,
     seq_next: Cell<u64>,
@@ -113,7 +127,7 @@ impl Job {
     /// Opens the device on this reactor and starts `queue_depth` IOs.
     /// The returned receiver yields the figures once the time is up and
     /// every IO has come back.
-    pub fn start(
+    pub(super) fn start(
         desc: &BdevDesc,
         spec: JobSpec,
         bufs: BufPool,
@@ -126,6 +140,7 @@ impl Job {
         let qd = spec.queue_depth;
         let job = Rc::new(Job {
             ch,
+            epoch: spec.epoch.load(Ordering::Acquire),
             units,
             rng: Cell::new(spec.seed | 1),
             seq_next: Cell::new(0),
@@ -263,6 +278,12 @@ impl Job {
         self.submit(req);
     }
 
+    /// Whether to start another IO: before the deadline, and not cancelled.
+    #[inline(always)]
+    fn running(&self, now: u64) -> bool {
+        now < self.end_tsc.get() && self.spec.epoch.load(Ordering::Relaxed) == self.epoch
+    }
+
     /// One queue slot is done for good; the last one reports the result.
     fn retire(&self) {
         let left = self.outstanding.get() - 1;
@@ -333,10 +354,10 @@ impl IoCompletion for Job {
                     self.miscompares.set(self.miscompares.get() + 1);
                 }
             }
-            if now < self.end_tsc.get() {
+            if self.running(now) {
                 return self.verify_write(slot, buf);
             }
-        } else if now < self.end_tsc.get() {
+        } else if self.running(now) {
             return self.next(slot, buf);
         }
         self.retire();
