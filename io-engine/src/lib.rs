@@ -9,10 +9,15 @@
 //! core. [`env`] holds what the layers above stand on: core sets, pinning,
 //! DMA memory and the cycle clock.
 //!
-//! Layers, lowest first: `env` < `pool` < `reactor` < `bdev`. A layer only
-//! imports the layers below it; see `docs/architecture.md`.
+//! Layers, lowest first: `env` < `pool` < `reactor` < `bdev` < `perf` <
+//! `engine` < `control`, `metrics`. A layer only imports the layers below
+//! it; see `docs/architecture.md`.
 
 pub mod bdev;
+pub mod control;
+pub mod engine;
 pub mod env;
+pub mod metrics;
+pub mod perf;
 pub mod pool;
 pub mod reactor;

@@ -1,0 +1,317 @@
+//! The command line: global options, the command tree and the parsers of
+//! option values (endpoint URL, seconds), as clap derive definitions.
+//!
+//! Thread: the CLI's main thread, before the async runtime starts.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use tonic::transport::Endpoint;
+
+/// Where the engine listens unless `--endpoint` or `IO_ENGINE_ENDPOINT` says
+/// otherwise.
+pub(crate) const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:10124";
+
+/// Longest wait for the TCP connection (shortened to `--timeout` when that is
+/// smaller).
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Smallest accepted `--watch` period or `--timeout`.
+const MIN_SECONDS: Duration = Duration::from_millis(1);
+
+/// Command-line client of the io-engine daemon's gRPC API.
+///
+/// Exit status: 0 on success, 1 when the engine answers with an error or
+/// cannot be reached, 2 for a usage error. Errors are one line on stderr,
+/// "io-engine-ctl: error: <message>"; gRPC errors start with the status code
+/// name (e.g. NOT_FOUND) followed by the engine's message.
+#[derive(Debug, Parser)]
+#[command(name = "io-engine-ctl", version, propagate_version = true)]
+pub(crate) struct Cli {
+    /// URL of the engine's gRPC endpoint: http://HOST:PORT (a bare HOST:PORT
+    /// means http).
+    #[arg(
+        long,
+        global = true,
+        env = "IO_ENGINE_ENDPOINT",
+        default_value = DEFAULT_ENDPOINT,
+        value_name = "URL",
+        value_parser = parse_endpoint,
+    )]
+    pub(crate) endpoint: EngineAddress,
+
+    /// Output format: aligned human-readable tables, or JSON with the API's
+    /// field names and sizes in bytes.
+    #[arg(
+        short,
+        long,
+        global = true,
+        env = "IO_ENGINE_OUTPUT",
+        value_name = "FORMAT",
+        value_enum,
+        default_value_t = OutputFormat::Table,
+    )]
+    pub(crate) output: OutputFormat,
+
+    /// Seconds to wait for each answer of the engine (fractions accepted);
+    /// connecting waits at most 3 s, or this long if shorter.
+    #[arg(
+        long,
+        global = true,
+        env = "IO_ENGINE_TIMEOUT",
+        default_value = "10",
+        value_name = "SECONDS",
+        value_parser = parse_seconds,
+    )]
+    pub(crate) timeout: Duration,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OutputFormat {
+    /// Aligned columns, human-readable sizes and latencies.
+    Table,
+    /// JSON: one object per command; with `stats io --watch`, one object per
+    /// line per interval.
+    Json,
+}
+
+/// The top-level commands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Create, destroy and describe block devices.
+    #[command(subcommand, arg_required_else_help = true)]
+    Bdev(BdevCommand),
+    /// Read and reset the engine's counters.
+    #[command(subcommand, arg_required_else_help = true)]
+    Stats(StatsCommand),
+    /// Describe the running engine.
+    #[command(subcommand, arg_required_else_help = true)]
+    Engine(EngineCommand),
+}
+
+/// `bdev ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum BdevCommand {
+    /// Create a device from its URI and print it.
+    ///
+    /// Examples: malloc:///m0?size_mb=64&blk_size=4096,
+    /// null:///n0?size_mb=1024&blk_size=512 (quote the URI in a shell).
+    Create {
+        /// The device URI.
+        uri: String,
+    },
+    /// Destroy a device (it must not be open).
+    Destroy {
+        /// Device name.
+        name: String,
+    },
+    /// Describe one device.
+    Get {
+        /// Device name.
+        name: String,
+    },
+    /// List every device, ordered by name.
+    List,
+}
+
+/// `stats ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum StatsCommand {
+    /// IO counters per device, or per-interval rates with --watch.
+    ///
+    /// Without --watch: the cumulative counters of each operation type (ops,
+    /// bytes, errors, latency average/min/max in µs) and the IOs in flight.
+    /// With --watch: every SECONDS, read and write IOPS and MiB/s per device
+    /// (total = read + write), computed from two consecutive readings over the
+    /// engine's own uptime; runs until Ctrl-C or --count intervals.
+    Io(IoArgs),
+    /// Per-reactor counters: poll rounds, busy and idle time, messages.
+    Reactors,
+    /// Object pool counters, per pool and per core.
+    Pools,
+    /// Zero the IO counters of one device, or of every device.
+    Reset {
+        /// Device name; every device when omitted.
+        name: Option<String>,
+    },
+}
+
+/// Arguments of `stats io`.
+#[derive(Debug, Args)]
+pub(crate) struct IoArgs {
+    /// Device name; every device when omitted.
+    pub(crate) name: Option<String>,
+    /// Print per-interval rates every SECONDS (fractions accepted, e.g. 0.5).
+    #[arg(short, long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub(crate) watch: Option<Duration>,
+    /// With --watch: stop after K intervals instead of at Ctrl-C.
+    #[arg(
+        long,
+        value_name = "K",
+        requires = "watch",
+        value_parser = clap::value_parser!(u64).range(1..),
+    )]
+    pub(crate) count: Option<u64>,
+}
+
+/// `engine ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum EngineCommand {
+    /// Version, cores, poll mode, uptime, hugepages, accel modules, IO pool.
+    Info,
+}
+
+/// A validated engine address: the URL as the user should read it, and the
+/// tonic endpoint built from it.
+#[derive(Debug, Clone)]
+pub(crate) struct EngineAddress {
+    /// The URL, with `http://` added when it had no scheme.
+    pub(crate) url: String,
+    /// The endpoint to connect to.
+    pub(crate) endpoint: Endpoint,
+}
+
+/// Parses `--endpoint`: an http URL, or HOST:PORT meaning http.
+fn parse_endpoint(value: &str) -> Result<EngineAddress, String> {
+    let url = if value.contains("://") {
+        value.to_owned()
+    } else {
+        format!("http://{value}")
+    };
+    if !url.starts_with("http://") {
+        return Err(format!(
+            "{value:?} is not an http URL: the engine's gRPC endpoint is plain HTTP/2, \
+             e.g. {DEFAULT_ENDPOINT}"
+        ));
+    }
+    let endpoint = Endpoint::from_shared(url.clone())
+        .map_err(|e| format!("{value:?} is not a valid URL: {e}"))?;
+    if endpoint.uri().host().is_none_or(str::is_empty) {
+        return Err(format!("{value:?} names no host, e.g. {DEFAULT_ENDPOINT}"));
+    }
+    Ok(EngineAddress { url, endpoint })
+}
+
+/// Parses a number of seconds, fractions accepted, at least 1 ms.
+fn parse_seconds(value: &str) -> Result<Duration, String> {
+    let invalid = || {
+        format!(
+            "{value:?} is not a number of seconds of at least {}, e.g. 0.5 or 2",
+            MIN_SECONDS.as_secs_f64()
+        )
+    };
+    let seconds: f64 = value.trim().parse().map_err(|_| invalid())?;
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(d) if d >= MIN_SECONDS => Ok(d),
+        _ => Err(invalid()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("io-engine-ctl").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn command_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_options_have_their_env_vars_and_defaults() {
+        let cmd = Cli::command();
+        let arg = |id: &str| {
+            cmd.get_arguments()
+                .find(|a| a.get_id() == id)
+                .unwrap_or_else(|| panic!("no argument {id}"))
+                .clone()
+        };
+        let cases = [
+            ("endpoint", "IO_ENGINE_ENDPOINT", DEFAULT_ENDPOINT),
+            ("output", "IO_ENGINE_OUTPUT", "table"),
+            ("timeout", "IO_ENGINE_TIMEOUT", "10"),
+        ];
+        for (id, env, default) in cases {
+            let a = arg(id);
+            assert_eq!(a.get_env().and_then(|e| e.to_str()), Some(env), "{id}");
+            let defaults: Vec<_> = a.get_default_values().iter().collect();
+            assert_eq!(defaults, [default], "{id}");
+            assert!(a.is_global_set(), "{id} is global");
+        }
+    }
+
+    #[test]
+    fn global_options_are_accepted_after_the_subcommand() {
+        let cli = parse(&[
+            "bdev",
+            "list",
+            "--output",
+            "json",
+            "--endpoint",
+            "10.0.0.1:99",
+        ])
+        .unwrap();
+        assert_eq!(cli.output, OutputFormat::Json);
+        assert_eq!(cli.endpoint.url, "http://10.0.0.1:99");
+        assert!(matches!(cli.command, Command::Bdev(BdevCommand::List)));
+    }
+
+    #[test]
+    fn stats_io_watch_accepts_fractions_and_count() {
+        let cli = parse(&["stats", "io", "m0", "--watch", "0.5", "--count", "3"]).unwrap();
+        let Command::Stats(StatsCommand::Io(io)) = cli.command else {
+            panic!("not stats io: {:?}", cli.command);
+        };
+        assert_eq!(io.name.as_deref(), Some("m0"));
+        assert_eq!(io.watch, Some(Duration::from_millis(500)));
+        assert_eq!(io.count, Some(3));
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        for args in [
+            &["stats", "io", "--watch", "0"][..],
+            &["stats", "io", "--watch", "-1"],
+            &["stats", "io", "--watch", "soon"],
+            &["stats", "io", "--watch", "1", "--count", "0"],
+            &["stats", "io", "--count", "2"],
+            &["--timeout", "NaN", "engine", "info"],
+            &["--output", "xml", "engine", "info"],
+            &["--endpoint", "https://h:1", "engine", "info"],
+            &["--endpoint", "http://", "engine", "info"],
+            &["bdev", "create"],
+            &["bdev", "frobnicate"],
+        ] {
+            let err = parse(args).expect_err(&format!("{args:?} must be rejected"));
+            assert_eq!(err.exit_code(), 2, "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn seconds_parser() {
+        assert_eq!(parse_seconds("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_seconds("0.001"), Ok(Duration::from_millis(1)));
+        let err = parse_seconds("0.0001").unwrap_err();
+        assert!(err.contains("at least 0.001"), "{err}");
+        assert!(parse_seconds("inf").is_err());
+    }
+
+    #[test]
+    fn endpoint_parser() {
+        let a = parse_endpoint("http://127.0.0.1:10124").unwrap();
+        assert_eq!(a.url, "http://127.0.0.1:10124");
+        assert_eq!(a.endpoint.uri().port_u16(), Some(10124));
+        assert_eq!(parse_endpoint("engine:1").unwrap().url, "http://engine:1");
+        let err = parse_endpoint("https://engine:1").unwrap_err();
+        assert!(err.contains("not an http URL"), "{err}");
+    }
+}

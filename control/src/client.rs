@@ -1,0 +1,189 @@
+//! The connection to the engine and one method per RPC the CLI uses, each
+//! bounded by the request timeout so the CLI never hangs.
+//!
+//! Thread: the CLI's main thread, inside its single-threaded tokio runtime.
+
+use std::future::Future;
+use std::time::Duration;
+
+use io_engine_api::v1::{
+    Bdev, CreateBdevRequest, DestroyBdevRequest, EngineInfo, GetBdevRequest, GetInfoRequest,
+    GetIoStatsRequest, GetIoStatsResponse, GetPoolStatsRequest, GetPoolStatsResponse,
+    GetReactorStatsRequest, GetReactorStatsResponse, ListBdevsRequest, ResetIoStatsRequest,
+    bdev_service_client::BdevServiceClient, engine_service_client::EngineServiceClient,
+    stats_service_client::StatsServiceClient,
+};
+use tonic::transport::Channel;
+use tonic::{Response, Status};
+
+use crate::cli::{CONNECT_TIMEOUT, EngineAddress};
+use crate::error::{CtlError, root_cause};
+
+/// A connected client of the three services.
+pub(crate) struct Client {
+    target: Target,
+    bdev: BdevServiceClient<Channel>,
+    stats: StatsServiceClient<Channel>,
+    engine: EngineServiceClient<Channel>,
+}
+
+/// Where requests go and how long each may take.
+struct Target {
+    url: String,
+    timeout: Duration,
+}
+
+impl Target {
+    /// Awaits an RPC for at most the request timeout. (No `grpc-timeout`
+    /// header: tonic would then enforce it itself and report an anonymous
+    /// `CANCELLED: Timeout expired` instead of naming the RPC.)
+    async fn call<T>(
+        &self,
+        rpc: &'static str,
+        response: impl Future<Output = Result<Response<T>, Status>>,
+    ) -> Result<T, CtlError> {
+        match tokio::time::timeout(self.timeout, response).await {
+            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Err(status)) => Err(CtlError::Status {
+                endpoint: self.url.clone(),
+                status: Box::new(status),
+            }),
+            Err(_) => Err(CtlError::Timeout {
+                endpoint: self.url.clone(),
+                rpc,
+                timeout: self.timeout,
+            }),
+        }
+    }
+}
+
+impl Client {
+    /// Connects to the engine, waiting at most 3 s (or `timeout` if shorter).
+    pub(crate) async fn connect(
+        address: &EngineAddress,
+        timeout: Duration,
+    ) -> Result<Self, CtlError> {
+        let connect_timeout = CONNECT_TIMEOUT.min(timeout);
+        let endpoint = address.endpoint.clone().connect_timeout(connect_timeout);
+        let connect_error = |cause: String| CtlError::Connect {
+            endpoint: address.url.clone(),
+            cause,
+        };
+        let channel = match tokio::time::timeout(connect_timeout, endpoint.connect()).await {
+            Ok(Ok(channel)) => channel,
+            Ok(Err(e)) => return Err(connect_error(root_cause(&e))),
+            Err(_) => {
+                return Err(connect_error(format!(
+                    "no connection within {} s",
+                    connect_timeout.as_secs_f64()
+                )));
+            }
+        };
+        Ok(Self {
+            target: Target {
+                url: address.url.clone(),
+                timeout,
+            },
+            bdev: BdevServiceClient::new(channel.clone()),
+            stats: StatsServiceClient::new(channel.clone()),
+            engine: EngineServiceClient::new(channel),
+        })
+    }
+
+    /// `BdevService.Create`.
+    pub(crate) async fn create_bdev(&mut self, uri: &str) -> Result<Bdev, CtlError> {
+        let request = CreateBdevRequest {
+            uri: uri.to_owned(),
+        };
+        self.target
+            .call("BdevService.Create", self.bdev.create(request))
+            .await
+    }
+
+    /// `BdevService.Destroy`.
+    pub(crate) async fn destroy_bdev(&mut self, name: &str) -> Result<(), CtlError> {
+        let request = DestroyBdevRequest {
+            name: name.to_owned(),
+        };
+        self.target
+            .call("BdevService.Destroy", self.bdev.destroy(request))
+            .await
+            .map(drop)
+    }
+
+    /// `BdevService.Get`.
+    pub(crate) async fn get_bdev(&mut self, name: &str) -> Result<Bdev, CtlError> {
+        let request = GetBdevRequest {
+            name: name.to_owned(),
+        };
+        self.target
+            .call("BdevService.Get", self.bdev.get(request))
+            .await
+    }
+
+    /// `BdevService.List`.
+    pub(crate) async fn list_bdevs(&mut self) -> Result<Vec<Bdev>, CtlError> {
+        let request = ListBdevsRequest {};
+        self.target
+            .call("BdevService.List", self.bdev.list(request))
+            .await
+            .map(|r| r.bdevs)
+    }
+
+    /// `StatsService.GetIoStats`: one device, or every device for `None`.
+    pub(crate) async fn io_stats(
+        &mut self,
+        name: Option<&str>,
+    ) -> Result<GetIoStatsResponse, CtlError> {
+        let request = GetIoStatsRequest {
+            name: name.map(str::to_owned),
+        };
+        self.target
+            .call("StatsService.GetIoStats", self.stats.get_io_stats(request))
+            .await
+    }
+
+    /// `StatsService.ResetIoStats`: one device, or every device for `None`.
+    pub(crate) async fn reset_io_stats(&mut self, name: Option<&str>) -> Result<(), CtlError> {
+        let request = ResetIoStatsRequest {
+            name: name.map(str::to_owned),
+        };
+        self.target
+            .call(
+                "StatsService.ResetIoStats",
+                self.stats.reset_io_stats(request),
+            )
+            .await
+            .map(drop)
+    }
+
+    /// `StatsService.GetReactorStats`.
+    pub(crate) async fn reactor_stats(&mut self) -> Result<GetReactorStatsResponse, CtlError> {
+        let request = GetReactorStatsRequest {};
+        self.target
+            .call(
+                "StatsService.GetReactorStats",
+                self.stats.get_reactor_stats(request),
+            )
+            .await
+    }
+
+    /// `StatsService.GetPoolStats`.
+    pub(crate) async fn pool_stats(&mut self) -> Result<GetPoolStatsResponse, CtlError> {
+        let request = GetPoolStatsRequest {};
+        self.target
+            .call(
+                "StatsService.GetPoolStats",
+                self.stats.get_pool_stats(request),
+            )
+            .await
+    }
+
+    /// `EngineService.GetInfo`.
+    pub(crate) async fn engine_info(&mut self) -> Result<EngineInfo, CtlError> {
+        let request = GetInfoRequest {};
+        self.target
+            .call("EngineService.GetInfo", self.engine.get_info(request))
+            .await
+    }
+}

@@ -1,0 +1,166 @@
+//! Runs a parsed command: calls the engine and prints the answer as a table
+//! or as JSON, including the `stats io --watch` loop.
+//!
+//! Thread: the CLI's main thread, inside its single-threaded tokio runtime.
+
+use std::io::Write;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::cli::{BdevCommand, Cli, Command, EngineCommand, IoArgs, OutputFormat, StatsCommand};
+use crate::client::Client;
+use crate::error::CtlError;
+use crate::rate::interval_rates;
+use crate::render;
+use crate::view::{
+    BdevJson, EmptyJson, EngineInfoJson, GetIoStatsJson, GetPoolStatsJson, GetReactorStatsJson,
+    ListBdevsJson,
+};
+
+/// Connects to the engine, runs `cli.command` and writes its result to `out`.
+pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlError> {
+    let mut client = Client::connect(&cli.endpoint, cli.timeout).await?;
+    let mut printer = Printer {
+        format: cli.output,
+        out,
+    };
+    match &cli.command {
+        Command::Bdev(cmd) => match cmd {
+            BdevCommand::Create { uri } => {
+                let b = client.create_bdev(uri).await?;
+                printer.show(&BdevJson::from(&b), || render::bdev(&b))
+            }
+            BdevCommand::Destroy { name } => {
+                client.destroy_bdev(name).await?;
+                printer.show(&EmptyJson {}, || format!("destroyed device {name:?}\n"))
+            }
+            BdevCommand::Get { name } => {
+                let b = client.get_bdev(name).await?;
+                printer.show(&BdevJson::from(&b), || render::bdev(&b))
+            }
+            BdevCommand::List => {
+                let bdevs = client.list_bdevs().await?;
+                printer.show(&ListBdevsJson::new(&bdevs), || render::bdev_list(&bdevs))
+            }
+        },
+        Command::Stats(cmd) => match cmd {
+            StatsCommand::Io(IoArgs {
+                name,
+                watch: None,
+                count: _,
+            }) => {
+                let r = client.io_stats(name.as_deref()).await?;
+                printer.show(&GetIoStatsJson::from(&r), || render::io_stats(&r))
+            }
+            StatsCommand::Io(IoArgs {
+                name,
+                watch: Some(period),
+                count,
+            }) => {
+                let watching =
+                    watch_io(&mut client, &mut printer, name.as_deref(), *period, *count);
+                tokio::select! {
+                    result = watching => result,
+                    // Ctrl-C ends the watch normally, between two intervals.
+                    signal = tokio::signal::ctrl_c() => signal.map_err(CtlError::Signal),
+                }
+            }
+            StatsCommand::Reactors => {
+                let r = client.reactor_stats().await?;
+                printer.show(&GetReactorStatsJson::from(&r), || render::reactor_stats(&r))
+            }
+            StatsCommand::Pools => {
+                let r = client.pool_stats().await?;
+                printer.show(&GetPoolStatsJson::from(&r), || render::pool_stats(&r))
+            }
+            StatsCommand::Reset { name } => {
+                client.reset_io_stats(name.as_deref()).await?;
+                printer.show(&EmptyJson {}, || match name {
+                    Some(name) => format!("reset the IO counters of device {name:?}\n"),
+                    None => "reset the IO counters of every device\n".to_owned(),
+                })
+            }
+        },
+        Command::Engine(EngineCommand::Info) => {
+            let e = client.engine_info().await?;
+            printer.show(&EngineInfoJson::from(&e), || render::engine_info(&e))
+        }
+    }
+}
+
+/// Prints per-interval rates every `period`, `count` times or forever.
+async fn watch_io(
+    client: &mut Client,
+    printer: &mut Printer<'_, impl Write>,
+    name: Option<&str>,
+    period: Duration,
+    count: Option<u64>,
+) -> Result<(), CtlError> {
+    let mut before = client.io_stats(name).await?;
+    let mut ticks = tokio::time::interval_at(Instant::now() + period, period);
+    // A slow answer delays the next reading rather than bunching readings up.
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut done = 0;
+    while count.is_none_or(|count| done < count) {
+        ticks.tick().await;
+        let after = client.io_stats(name).await?;
+        let rates = interval_rates(&before, &after);
+        match printer.format {
+            OutputFormat::Json => printer.write(&json_line(&rates)),
+            OutputFormat::Table => {
+                let separator = if done == 0 { "" } else { "\n" };
+                printer.write(&format!("{separator}{}", render::io_rates(&rates)))
+            }
+        }?;
+        before = after;
+        done += 1;
+    }
+    Ok(())
+}
+
+/// Writes results in the chosen format.
+struct Printer<'a, W: Write> {
+    format: OutputFormat,
+    out: &'a mut W,
+}
+
+impl<W: Write> Printer<'_, W> {
+    /// Prints `json` pretty-printed, or the table `table` makes.
+    fn show(
+        &mut self,
+        json: &impl Serialize,
+        table: impl FnOnce() -> String,
+    ) -> Result<(), CtlError> {
+        let text = match self.format {
+            OutputFormat::Json => json_pretty(json),
+            OutputFormat::Table => table(),
+        };
+        self.write(&text)
+    }
+
+    /// Writes and flushes, so a watch shows each interval at once.
+    fn write(&mut self, text: &str) -> Result<(), CtlError> {
+        self.out
+            .write_all(text.as_bytes())
+            .and_then(|()| self.out.flush())
+            .map_err(CtlError::Output)
+    }
+}
+
+/// A JSON document followed by a newline.
+fn json_pretty(value: &impl Serialize) -> String {
+    // The views hold only strings, numbers, booleans, options and
+    // sequences, which always serialize.
+    let mut text = serde_json::to_string_pretty(value).expect("views always serialize");
+    text.push('\n');
+    text
+}
+
+/// A JSON document on one line, followed by a newline.
+fn json_line(value: &impl Serialize) -> String {
+    let mut text = serde_json::to_string(value).expect("views always serialize");
+    text.push('\n');
+    text
+}

@@ -1,0 +1,487 @@
+//! The table output of each command: which columns, in which order, with
+//! which units.
+//!
+//! Thread: the CLI's main thread (pure functions).
+
+use io_engine_api::v1::{
+    Bdev, EngineInfo, GetIoStatsResponse, GetPoolStatsResponse, GetReactorStatsResponse, OpStats,
+};
+
+use crate::format::{
+    Align::{Left, Right},
+    Table, human_duration, human_size, key_values, micros, percent, yes_no,
+};
+use crate::rate::IntervalRates;
+
+/// One device, as a key/value list (`bdev create`, `bdev get`).
+pub(crate) fn bdev(b: &Bdev) -> String {
+    key_values(&[
+        ("name", b.name.clone()),
+        ("uuid", b.uuid.clone()),
+        ("uri", b.uri.clone()),
+        ("product", b.product.clone()),
+        (
+            "size",
+            format!("{} ({} bytes)", human_size(b.size_bytes), b.size_bytes),
+        ),
+        ("block size", b.block_size.to_string()),
+        ("blocks", b.num_blocks.to_string()),
+        ("claimed", yes_no(b.claimed)),
+        ("open count", b.open_count.to_string()),
+        ("shared", yes_no(b.shared)),
+        ("share uri", dash_if_empty(&b.share_uri)),
+    ])
+}
+
+/// Every device, one row each (`bdev list`).
+pub(crate) fn bdev_list(bdevs: &[Bdev]) -> String {
+    let mut t = Table::new(&[
+        ("NAME", Left),
+        ("PRODUCT", Left),
+        ("SIZE", Right),
+        ("BLOCK SIZE", Right),
+        ("BLOCKS", Right),
+        ("CLAIMED", Left),
+        ("OPEN", Right),
+        ("SHARED", Left),
+        ("UUID", Left),
+    ]);
+    for b in bdevs {
+        t.row(vec![
+            b.name.clone(),
+            b.product.clone(),
+            human_size(b.size_bytes),
+            b.block_size.to_string(),
+            b.num_blocks.to_string(),
+            yes_no(b.claimed),
+            b.open_count.to_string(),
+            yes_no(b.shared),
+            b.uuid.clone(),
+        ]);
+    }
+    t.render()
+}
+
+/// Cumulative IO counters: a row per device and operation type; the IOs in
+/// flight are the device's, on its first row (`stats io`).
+pub(crate) fn io_stats(r: &GetIoStatsResponse) -> String {
+    let mut t = Table::new(&[
+        ("DEVICE", Left),
+        ("OP", Left),
+        ("OPS", Right),
+        ("BYTES", Right),
+        ("ERRORS", Right),
+        ("AVG µs", Right),
+        ("MIN µs", Right),
+        ("MAX µs", Right),
+        ("IN FLIGHT", Right),
+    ]);
+    for dev in &r.stats {
+        let ops = [
+            ("read", &dev.read),
+            ("write", &dev.write),
+            ("unmap", &dev.unmap),
+            ("flush", &dev.flush),
+            ("write_zeroes", &dev.write_zeroes),
+        ];
+        for (i, (op, stats)) in ops.into_iter().enumerate() {
+            let s: OpStats = stats.unwrap_or_default();
+            let latency = |ns: u64| {
+                if s.ops == 0 {
+                    "-".to_owned()
+                } else {
+                    micros(ns)
+                }
+            };
+            t.row(vec![
+                dev.name.clone(),
+                op.to_owned(),
+                s.ops.to_string(),
+                human_size(s.bytes),
+                s.errors.to_string(),
+                latency(s.latency_total_ns.checked_div(s.ops).unwrap_or(0)),
+                latency(s.latency_min_ns),
+                latency(s.latency_max_ns),
+                if i == 0 {
+                    dev.in_flight.to_string()
+                } else {
+                    String::new()
+                },
+            ]);
+        }
+    }
+    t.render()
+}
+
+/// One interval of `stats io --watch`: a line with the engine's uptime and
+/// the interval, then a row of rates per device.
+pub(crate) fn io_rates(r: &IntervalRates) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    let mut t = Table::new(&[
+        ("DEVICE", Left),
+        ("READ IOPS", Right),
+        ("WRITE IOPS", Right),
+        ("TOTAL IOPS", Right),
+        ("READ MiB/s", Right),
+        ("WRITE MiB/s", Right),
+        ("TOTAL MiB/s", Right),
+    ]);
+    for d in &r.stats {
+        t.row(vec![
+            d.name.clone(),
+            format!("{:.0}", d.read_iops),
+            format!("{:.0}", d.write_iops),
+            format!("{:.0}", d.total_iops),
+            format!("{:.2}", d.read_bytes_per_sec / MIB),
+            format!("{:.2}", d.write_bytes_per_sec / MIB),
+            format!("{:.2}", d.total_bytes_per_sec / MIB),
+        ]);
+    }
+    format!(
+        "engine uptime {}, interval {:.3} s\n{}",
+        human_duration(r.uptime_ns),
+        r.interval_ns as f64 / 1e9,
+        t.render()
+    )
+}
+
+/// Per-reactor counters (`stats reactors`).
+pub(crate) fn reactor_stats(r: &GetReactorStatsResponse) -> String {
+    let mut t = Table::new(&[
+        ("CORE", Right),
+        ("CPU", Right),
+        ("POLL MODE", Left),
+        ("ITERATIONS", Right),
+        ("BUSY", Right),
+        ("IDLE", Right),
+        ("BUSY %", Right),
+        ("MESSAGES", Right),
+    ]);
+    for s in &r.reactors {
+        t.row(vec![
+            s.core.to_string(),
+            s.cpu.to_string(),
+            s.poll_mode.clone(),
+            s.iterations.to_string(),
+            human_duration(s.busy_ns),
+            human_duration(s.idle_ns),
+            percent(s.busy_ns, s.busy_ns.saturating_add(s.idle_ns)),
+            s.messages.to_string(),
+        ]);
+    }
+    t.render()
+}
+
+/// Object pools: a row per pool, then a row per pool and core
+/// (`stats pools`).
+pub(crate) fn pool_stats(r: &GetPoolStatsResponse) -> String {
+    let mut pools = Table::new(&[
+        ("POOL", Left),
+        ("CAPACITY", Right),
+        ("CACHE SIZE", Right),
+        ("AVAILABLE", Right),
+        ("IN USE", Right),
+        ("EXHAUSTED", Right),
+    ]);
+    let mut cores = Table::new(&[
+        ("POOL", Left),
+        ("CORE", Right),
+        ("GETS", Right),
+        ("PUTS", Right),
+        ("CACHE HITS", Right),
+        ("CACHE MISSES", Right),
+        ("HIT %", Right),
+        ("EXHAUSTED", Right),
+    ]);
+    for p in &r.pools {
+        pools.row(vec![
+            p.name.clone(),
+            p.capacity.to_string(),
+            p.cache_size.to_string(),
+            p.available.to_string(),
+            p.in_use.to_string(),
+            p.exhausted.to_string(),
+        ]);
+        for c in &p.cores {
+            cores.row(vec![
+                p.name.clone(),
+                c.core.map_or_else(|| "other".to_owned(), |c| c.to_string()),
+                c.gets.to_string(),
+                c.puts.to_string(),
+                c.cache_hits.to_string(),
+                c.cache_misses.to_string(),
+                percent(c.cache_hits, c.cache_hits.saturating_add(c.cache_misses)),
+                c.exhausted.to_string(),
+            ]);
+        }
+    }
+    format!("{}\n{}", pools.render(), cores.render())
+}
+
+/// The engine, as a key/value list (`engine info`).
+pub(crate) fn engine_info(e: &EngineInfo) -> String {
+    let cores: Vec<String> = e.cores.iter().map(u32::to_string).collect();
+    let hugepages = e.hugepages.as_ref().map_or_else(
+        || "unknown".to_owned(),
+        |h| {
+            format!(
+                "{} pages: {} total, {} free",
+                human_size(h.page_size_bytes),
+                h.total,
+                h.free
+            )
+        },
+    );
+    key_values(&[
+        ("version", e.version.clone()),
+        ("git revision", e.git_revision.clone()),
+        ("cores", none_if_empty(&cores.join(", "))),
+        ("poll mode", e.poll_mode.clone()),
+        ("uptime", human_duration(e.uptime_ns)),
+        ("hugepages", hugepages),
+        ("accel modules", none_if_empty(&e.accel_modules.join(", "))),
+        ("io pool size", e.io_pool_size.to_string()),
+        ("io pool cache", e.io_pool_cache.to_string()),
+    ])
+}
+
+fn dash_if_empty(s: &str) -> String {
+    if s.is_empty() { "-" } else { s }.to_owned()
+}
+
+fn none_if_empty(s: &str) -> String {
+    if s.is_empty() { "(none)" } else { s }.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use io_engine_api::v1::{BdevIoStats, Hugepages, PoolCoreStats, PoolStats, ReactorStats};
+
+    use super::*;
+    use crate::rate::DeviceRates;
+
+    fn malloc(name: &str, size_mb: u64, block_size: u32) -> Bdev {
+        let size_bytes = size_mb << 20;
+        Bdev {
+            name: name.into(),
+            uuid: format!("uuid-{name}"),
+            uri: format!("malloc:///{name}?size_mb={size_mb}&blk_size={block_size}"),
+            product: "malloc".into(),
+            block_size,
+            num_blocks: size_bytes / u64::from(block_size),
+            size_bytes,
+            claimed: false,
+            open_count: 0,
+            shared: false,
+            share_uri: String::new(),
+        }
+    }
+
+    #[test]
+    fn bdev_list_table() {
+        let mut big = malloc("null-device-1", 1024, 4096);
+        big.product = "null".into();
+        big.claimed = true;
+        big.open_count = 12;
+        assert_eq!(
+            bdev_list(&[malloc("m0", 64, 512), big]),
+            "\
+NAME           PRODUCT      SIZE  BLOCK SIZE  BLOCKS  CLAIMED  OPEN  SHARED  UUID
+m0             malloc   64.0 MiB         512  131072  no          0  no      uuid-m0
+null-device-1  null      1.0 GiB        4096  262144  yes        12  no      uuid-null-device-1
+"
+        );
+    }
+
+    #[test]
+    fn bdev_detail() {
+        assert_eq!(
+            bdev(&malloc("m0", 64, 4096)),
+            "\
+name        m0
+uuid        uuid-m0
+uri         malloc:///m0?size_mb=64&blk_size=4096
+product     malloc
+size        64.0 MiB (67108864 bytes)
+block size  4096
+blocks      16384
+claimed     no
+open count  0
+shared      no
+share uri   -
+"
+        );
+    }
+
+    #[test]
+    fn io_stats_table() {
+        let r = GetIoStatsResponse {
+            stats: vec![BdevIoStats {
+                name: "m0".into(),
+                read: Some(OpStats {
+                    ops: 1_000_000,
+                    bytes: 4096 * 1_000_000,
+                    errors: 0,
+                    latency_total_ns: 12_345_000_000,
+                    latency_min_ns: 1_500,
+                    latency_max_ns: 250_126,
+                }),
+                write: Some(OpStats {
+                    ops: 3,
+                    bytes: 1536,
+                    errors: 2,
+                    latency_total_ns: 3_000,
+                    latency_min_ns: 900,
+                    latency_max_ns: 1_100,
+                }),
+                unmap: None,
+                flush: None,
+                write_zeroes: None,
+                in_flight: 7,
+            }],
+            uptime_ns: 1,
+        };
+        assert_eq!(
+            io_stats(&r),
+            "\
+DEVICE  OP                OPS    BYTES  ERRORS  AVG µs  MIN µs  MAX µs  IN FLIGHT
+m0      read          1000000  3.8 GiB       0   12.35    1.50  250.13          7
+m0      write               3  1.5 KiB       2    1.00    0.90    1.10
+m0      unmap               0      0 B       0       -       -       -
+m0      flush               0      0 B       0       -       -       -
+m0      write_zeroes        0      0 B       0       -       -       -
+"
+        );
+    }
+
+    #[test]
+    fn io_rates_table() {
+        let r = IntervalRates {
+            uptime_ns: 12_500_000_000,
+            interval_ns: 500_000_000,
+            stats: vec![DeviceRates {
+                name: "m0".into(),
+                read_iops: 2000.0,
+                write_iops: 0.4,
+                total_iops: 2000.4,
+                read_bytes_per_sec: 8_192_000.0,
+                write_bytes_per_sec: 1_638.4,
+                total_bytes_per_sec: 8_193_638.4,
+            }],
+        };
+        assert_eq!(
+            io_rates(&r),
+            "\
+engine uptime 12.500 s, interval 0.500 s
+DEVICE  READ IOPS  WRITE IOPS  TOTAL IOPS  READ MiB/s  WRITE MiB/s  TOTAL MiB/s
+m0           2000           0        2000        7.81         0.00         7.81
+"
+        );
+    }
+
+    #[test]
+    fn reactor_table() {
+        let r = GetReactorStatsResponse {
+            reactors: vec![
+                ReactorStats {
+                    core: 0,
+                    cpu: 2,
+                    poll_mode: "busy".into(),
+                    iterations: 123_456_789,
+                    busy_ns: 1_000_000_000,
+                    idle_ns: 3_000_000_000,
+                    messages: 42,
+                },
+                ReactorStats {
+                    core: 1,
+                    cpu: 3,
+                    poll_mode: "adaptive".into(),
+                    ..Default::default()
+                },
+            ],
+        };
+        assert_eq!(
+            reactor_stats(&r),
+            "\
+CORE  CPU  POLL MODE  ITERATIONS     BUSY     IDLE  BUSY %  MESSAGES
+   0    2  busy        123456789  1.000 s  3.000 s    25.0        42
+   1    3  adaptive            0  0.000 s  0.000 s       -         0
+"
+        );
+    }
+
+    #[test]
+    fn pool_tables() {
+        let r = GetPoolStatsResponse {
+            pools: vec![PoolStats {
+                name: "bdev_io".into(),
+                capacity: 65536,
+                cache_size: 256,
+                available: 65000,
+                in_use: 536,
+                exhausted: 0,
+                cores: vec![
+                    PoolCoreStats {
+                        core: Some(0),
+                        gets: 1000,
+                        puts: 990,
+                        cache_hits: 900,
+                        cache_misses: 100,
+                        exhausted: 0,
+                    },
+                    PoolCoreStats {
+                        core: None,
+                        gets: 1,
+                        ..Default::default()
+                    },
+                ],
+            }],
+        };
+        assert_eq!(
+            pool_stats(&r),
+            "\
+POOL     CAPACITY  CACHE SIZE  AVAILABLE  IN USE  EXHAUSTED
+bdev_io     65536         256      65000     536          0
+
+POOL      CORE  GETS  PUTS  CACHE HITS  CACHE MISSES  HIT %  EXHAUSTED
+bdev_io      0  1000   990         900           100   90.0          0
+bdev_io  other     1     0           0             0      -          0
+"
+        );
+    }
+
+    #[test]
+    fn engine_info_list() {
+        let e = EngineInfo {
+            version: "0.1.0".into(),
+            git_revision: "abc123".into(),
+            cores: vec![0, 1],
+            poll_mode: "busy".into(),
+            uptime_ns: 3_723_000_000_000,
+            hugepages: Some(Hugepages {
+                page_size_bytes: 2 << 20,
+                total: 1024,
+                free: 1000,
+            }),
+            accel_modules: vec![],
+            io_pool_size: 65536,
+            io_pool_cache: 256,
+        };
+        assert_eq!(
+            engine_info(&e),
+            "\
+version        0.1.0
+git revision   abc123
+cores          0, 1
+poll mode      busy
+uptime         1h 02m 03s
+hugepages      2.0 MiB pages: 1024 total, 1000 free
+accel modules  (none)
+io pool size   65536
+io pool cache  256
+"
+        );
+        let unknown = engine_info(&EngineInfo::default());
+        assert!(unknown.contains("hugepages      unknown\n"), "{unknown}");
+    }
+}

@@ -1,0 +1,271 @@
+//! io-engine: the daemon. Starts the reactors, creates the devices given on
+//! the command line, and serves the gRPC API and the Prometheus endpoint
+//! until SIGTERM or SIGINT.
+//!
+//! Thread: `main` parses flags, starts the engine and then runs the
+//! control-plane runtime (a small tokio runtime, not pinned to the reactor
+//! cores) that serves gRPC and /metrics. The data plane runs on the
+//! reactors.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use io_engine::engine::{Engine, EngineConfig};
+use io_engine::env::affinity;
+use io_engine::env::cores::CoreSet;
+use io_engine::pool::DEFAULT_CACHE_SIZE;
+use io_engine::reactor::PollMode;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// How long a shutdown may take before the daemon gives up waiting.
+const DRAIN_TIMEOUT: Duration = Duration::from_millis(4500);
+
+/// The io-engine daemon: reactors on pinned cores, block devices, a gRPC
+/// control plane and a Prometheus endpoint.
+///
+/// Every flag can also be set by an environment variable (shown as [env:]).
+/// Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 if the drain
+/// timed out, 2 on a bad flag or a failed start (one line on stderr).
+#[derive(Parser, Debug)]
+#[command(name = "io-engine", version = VERSION, about, long_about)]
+struct Args {
+    /// Cores as a hex mask (SPDK's -m), e.g. 0x3. Default: the first CPU
+    /// this process may run on.
+    #[arg(
+        short = 'm',
+        long,
+        env = "IO_ENGINE_REACTOR_MASK",
+        conflicts_with = "core_list"
+    )]
+    reactor_mask: Option<String>,
+
+    /// Cores as a list, e.g. 0,2-3.
+    #[arg(short = 'l', long, env = "IO_ENGINE_CORE_LIST")]
+    core_list: Option<String>,
+
+    /// Address of the gRPC API.
+    #[arg(long, env = "IO_ENGINE_GRPC_ADDR", default_value = "127.0.0.1:10124")]
+    grpc_addr: SocketAddr,
+
+    /// Address of the Prometheus endpoint (GET /metrics).
+    #[arg(long, env = "IO_ENGINE_METRICS_ADDR", default_value = "127.0.0.1:9502")]
+    metrics_addr: SocketAddr,
+
+    /// Device to create at start, e.g. 'malloc:///m0?size_mb=64'; repeat the
+    /// flag for more (in the environment variable, separate URIs by commas).
+    #[arg(
+        long = "bdev",
+        value_name = "URI",
+        env = "IO_ENGINE_BDEV",
+        value_delimiter = ','
+    )]
+    bdevs: Vec<String>,
+
+    /// How idle reactors wait: busy (spin, lowest latency) or adaptive
+    /// (sleep when idle, wake on a message).
+    #[arg(long, env = "IO_ENGINE_POLL_MODE", default_value = "busy")]
+    poll_mode: PollMode,
+
+    /// IO objects in the shared pool.
+    #[arg(long, env = "IO_ENGINE_IO_POOL_SIZE", default_value_t = 65535)]
+    io_pool_size: usize,
+
+    /// IO objects cached per core (0: no cache).
+    #[arg(long, env = "IO_ENGINE_IO_POOL_CACHE", default_value_t = DEFAULT_CACHE_SIZE)]
+    io_pool_cache: usize,
+
+    /// Log format; RUST_LOG filters what is logged (default: info).
+    #[arg(long, env = "IO_ENGINE_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Version and git revision, as `--version` prints them.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("IO_ENGINE_GIT_REVISION"),
+    ")"
+);
+
+/// A start-up failure: one line, exit status 2.
+struct Fatal(String);
+
+impl<E: std::fmt::Display> From<E> for Fatal {
+    fn from(e: E) -> Self {
+        Fatal(e.to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) if !e.use_stderr() => {
+            // --help, --version
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let text = e.render().to_string();
+            let line = text.lines().next().unwrap_or("bad arguments");
+            eprintln!("io-engine: {line} (see --help)");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(args.log_format);
+    match run(args) {
+        Ok(code) => code,
+        Err(Fatal(msg)) => {
+            eprintln!("io-engine: error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn run(args: Args) -> Result<ExitCode, Fatal> {
+    let cores = CoreSet::from_args(args.reactor_mask.as_deref(), args.core_list.as_deref())?;
+    cores.check_available()?;
+    // The control plane runs on the CPUs the reactors leave free, if any, so
+    // busy reactors never delay a request; otherwise it shares them.
+    let allowed = io_engine::env::cores::allowed_cpus()?;
+    let control_cpus: Vec<u32> = allowed.iter().filter(|c| !cores.contains(*c)).collect();
+    let confine = move || {
+        if !control_cpus.is_empty()
+            && let Err(e) = affinity::confine_current_thread(&control_cpus)
+        {
+            tracing::warn!("control-plane thread keeps its affinity: {e}");
+        }
+    };
+    confine();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("control")
+        .on_thread_start(confine)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the control-plane runtime: {e}"))?;
+    let grpc = runtime
+        .block_on(TcpListener::bind(args.grpc_addr))
+        .map_err(|e| format!("cannot listen for gRPC on {}: {e}", args.grpc_addr))?;
+    let metrics = runtime
+        .block_on(TcpListener::bind(args.metrics_addr))
+        .map_err(|e| format!("cannot listen for metrics on {}: {e}", args.metrics_addr))?;
+
+    let engine = Arc::new(Engine::start(EngineConfig {
+        cores,
+        poll_mode: args.poll_mode,
+        io_pool_size: args.io_pool_size,
+        io_pool_cache: args.io_pool_cache,
+    })?);
+    for uri in &args.bdevs {
+        engine
+            .registry()
+            .create(uri)
+            .map_err(|e| format!("--bdev {uri}: {e}"))?;
+    }
+    // The bound addresses (a port of 0 gets one from the kernel).
+    let bound = |l: &TcpListener, asked: SocketAddr| l.local_addr().unwrap_or(asked);
+    tracing::info!(
+        version = VERSION,
+        cores = %engine.config().cores,
+        poll_mode = engine.config().poll_mode.name(),
+        grpc = %bound(&grpc, args.grpc_addr),
+        metrics = %bound(&metrics, args.metrics_addr),
+        devices = args.bdevs.len(),
+        "io-engine serving"
+    );
+
+    let clean = runtime.block_on(serve(engine.clone(), grpc, metrics));
+    drop(runtime);
+
+    // Release the devices, then stop the reactors.
+    for info in engine.registry().list() {
+        if let Err(e) = engine.registry().destroy(&info.name) {
+            tracing::warn!("at shutdown: {e}");
+        }
+    }
+    match Arc::try_unwrap(engine) {
+        Ok(engine) => engine.stop(),
+        Err(_) => tracing::warn!("engine still referenced at shutdown; reactors stop at exit"),
+    }
+    if clean {
+        tracing::info!("io-engine stopped");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(1))
+    }
+}
+
+/// Serves gRPC and metrics until SIGTERM or SIGINT, then drains: stops
+/// accepting, ends perf runs early, lets requests in progress finish.
+/// Returns whether the drain finished in time.
+async fn serve(engine: Arc<Engine>, grpc: TcpListener, metrics: TcpListener) -> bool {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let grpc_task = tokio::spawn(io_engine::control::serve(grpc, engine.clone(), stopped()));
+    let metrics_task = tokio::spawn(io_engine::metrics::serve(
+        metrics,
+        engine.clone(),
+        stopped(),
+    ));
+
+    let signal = wait_for_signal().await;
+    tracing::info!("{signal}: shutting down");
+    io_engine::perf::cancel_all();
+    let _ = stop_tx.send(true);
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        if let Ok(Err(e)) = grpc_task.await {
+            tracing::error!("{e}");
+        }
+        if let Ok(Err(e)) = metrics_task.await {
+            tracing::error!("metrics endpoint: {e}");
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::error!("requests still running after {DRAIN_TIMEOUT:?}; stopping anyway");
+    }
+    drained.is_ok()
+}
+
+async fn wait_for_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stopping");
+        return "no signal handlers";
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    }
+}

@@ -1,0 +1,127 @@
+//! The assembled engine: reactors on their cores, the device registry with
+//! its shared IO pool, and what the engine was started with. The control
+//! plane (gRPC) and the metrics exporter see the data plane through it.
+//!
+//! Thread: any. `Engine` is `Send + Sync`; it reaches the data plane only
+//! through the reactors' one door, [`Reactors::run_on`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::bdev::{BdevError, BdevRegistry, IoPoolConfig};
+use crate::env::cores::CoreSet;
+use crate::reactor::{PollMode, ReactorError, Reactors};
+
+/// What the engine was built from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuildInfo {
+    /// Package version.
+    pub version: &'static str,
+    /// Git revision, or "unknown".
+    pub revision: &'static str,
+}
+
+/// This build.
+pub const BUILD: BuildInfo = BuildInfo {
+    version: env!("CARGO_PKG_VERSION"),
+    revision: env!("IO_ENGINE_GIT_REVISION"),
+};
+
+/// How to start an engine.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// CPUs to run reactors on.
+    pub cores: CoreSet,
+    /// How idle reactors wait.
+    pub poll_mode: PollMode,
+    /// IO objects in the shared pool.
+    pub io_pool_size: usize,
+    /// IO objects cached per core (0: no cache).
+    pub io_pool_cache: usize,
+}
+
+/// Errors starting an engine.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The reactors could not start.
+    #[error(transparent)]
+    Reactor(#[from] ReactorError),
+    /// The registry (its IO pool) could not be built.
+    #[error(transparent)]
+    Bdev(#[from] BdevError),
+}
+
+/// A running engine.
+pub struct Engine {
+    config: EngineConfig,
+    reactors: Reactors,
+    registry: Arc<BdevRegistry>,
+    started: Instant,
+}
+
+impl Engine {
+    /// Starts the reactors and an empty registry.
+    pub fn start(config: EngineConfig) -> Result<Engine, EngineError> {
+        let registry = Arc::new(BdevRegistry::new(IoPoolConfig {
+            size: config.io_pool_size,
+            cache: config.io_pool_cache,
+            cores: config.cores.len(),
+        })?);
+        let reactors = Reactors::start(&config.cores, config.poll_mode)?;
+        Ok(Engine {
+            config,
+            reactors,
+            registry,
+            started: Instant::now(),
+        })
+    }
+
+    /// The configuration it was started with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// The reactors.
+    pub fn reactors(&self) -> &Reactors {
+        &self.reactors
+    }
+
+    /// The devices.
+    pub fn registry(&self) -> &Arc<BdevRegistry> {
+        &self.registry
+    }
+
+    /// Time since start.
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Zeroes the IO counters of device `name`, or of every device. Each
+    /// reactor zeroes its own counters (a message to each), then the
+    /// calling thread those of the threads without a core.
+    pub async fn reset_io_stats(&self, name: Option<String>) -> Result<(), BdevError> {
+        if let Some(n) = &name
+            && self.registry.get(n).is_none()
+        {
+            return Err(BdevError::NotFound(n.clone()));
+        }
+        for core in 0..self.reactors.len() {
+            let (registry, name) = (self.registry.clone(), name.clone());
+            let reply = self
+                .reactors
+                .run_on(core, move || registry.reset_local_io_stats(name.as_deref()));
+            match reply.await {
+                Ok(r) => r?,
+                // The device vanished meanwhile, or the reactor is stopping:
+                // nothing left to reset there.
+                Err(e) => tracing::warn!("reset of IO counters on reactor {core}: {e}"),
+            }
+        }
+        self.registry.reset_local_io_stats(name.as_deref())
+    }
+
+    /// Stops the reactors. Callers drain their workloads first.
+    pub fn stop(self) {
+        self.reactors.stop();
+    }
+}

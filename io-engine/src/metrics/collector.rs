@@ -1,0 +1,556 @@
+//! The collector behind the Prometheus endpoint: what each metric is, a
+//! snapshot of the engine's counters taken at scrape time, and the
+//! `prometheus` [`Collector`] that turns that snapshot into metric families.
+//!
+//! Thread: whichever thread scrapes — a blocking-pool thread of the daemon's
+//! runtime for `GET /metrics`, the caller for [`super::render`]; never a
+//! reactor. Taking a snapshot only reads: relaxed loads of the data path's
+//! per-core counters (the engine sums them), plus the device registry's
+//! control-path lock, taken briefly once for the list and once per device.
+//!
+//! The data path keeps no Prometheus objects: nothing here runs per IO.
+//! A snapshot part that panics (a poisoned or odd engine state) is logged and
+//! left out of that scrape; a reading that cannot be right (a torn in-flight
+//! or in-use count) is left out or clamped, never reported as garbage.
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Weak;
+use std::time::Duration;
+
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::{self, MetricFamily, MetricType};
+use prometheus::{Registry, TextEncoder};
+
+use crate::bdev::{BdevInfo, IoStats, IoType, LATENCY_BUCKETS, OpStats, latency_bucket_bounds_ns};
+use crate::engine::{BUILD, BuildInfo, Engine};
+use crate::pool::PoolStats;
+use crate::reactor::ReactorStats;
+
+/// The Prometheus type of a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// Only goes up (or resets to 0).
+    Counter,
+    /// Any value at the moment of the scrape.
+    Gauge,
+    /// Cumulative buckets, `_sum` and `_count`.
+    Histogram,
+}
+
+impl Kind {
+    fn proto(self) -> MetricType {
+        match self {
+            Kind::Counter => MetricType::COUNTER,
+            Kind::Gauge => MetricType::GAUGE,
+            Kind::Histogram => MetricType::HISTOGRAM,
+        }
+    }
+
+    /// The name in a `# TYPE` line.
+    #[cfg(test)]
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// One metric family: name, help text, type and label names.
+#[derive(Debug)]
+pub(super) struct Def {
+    /// Full name (counters end in `_total`).
+    pub(super) name: &'static str,
+    /// The `# HELP` text.
+    pub(super) help: &'static str,
+    /// Its type.
+    pub(super) kind: Kind,
+    /// Label names, in the order values are given.
+    pub(super) labels: &'static [&'static str],
+}
+
+macro_rules! defs {
+    ($($id:ident: $kind:ident $name:literal [$($label:literal),*] $help:literal;)*) => {
+        $(
+            pub(super) static $id: Def = Def {
+                name: $name,
+                help: $help,
+                kind: Kind::$kind,
+                labels: &[$($label),*],
+            };
+        )*
+        /// Every metric the endpoint serves.
+        pub(super) static DEFS: &[&Def] = &[$(&$id),*];
+    };
+}
+
+defs! {
+    BDEV_OPS: Counter "io_engine_bdev_ops_total" ["bdev", "op"]
+        "IOs completed successfully, per device and operation.";
+    BDEV_BYTES: Counter "io_engine_bdev_bytes_total" ["bdev", "op"]
+        "Bytes moved by successfully completed IOs, per device and operation.";
+    BDEV_ERRORS: Counter "io_engine_bdev_errors_total" ["bdev", "op"]
+        "IOs completed with an error, per device and operation.";
+    BDEV_LATENCY: Histogram "io_engine_bdev_io_latency_seconds" ["bdev", "op"]
+        "Latency of successfully completed IOs, from submission to completion, per device and operation.";
+    BDEV_IN_FLIGHT: Gauge "io_engine_bdev_in_flight" ["bdev"]
+        "IOs handed to the device and not yet completed.";
+    BDEV_SIZE: Gauge "io_engine_bdev_size_bytes" ["bdev", "product"]
+        "Size of the device in bytes.";
+    BDEV_OPEN: Gauge "io_engine_bdev_open_descriptors" ["bdev"]
+        "Open descriptors of the device (IO users, shares, benchmarks).";
+    REACTOR_INFO: Gauge "io_engine_reactor_info" ["core", "cpu", "poll_mode"]
+        "Always 1, one per reactor: the labels give the CPU it is pinned to and its poll mode.";
+    REACTOR_BUSY: Counter "io_engine_reactor_busy_seconds_total" ["core"]
+        "Time the reactor spent in poll rounds that found work.";
+    REACTOR_IDLE: Counter "io_engine_reactor_idle_seconds_total" ["core"]
+        "Time the reactor spent in poll rounds that found no work, sleeps included.";
+    REACTOR_ITERATIONS: Counter "io_engine_reactor_iterations_total" ["core"]
+        "Rounds of the reactor's poll loop.";
+    REACTOR_MESSAGES: Counter "io_engine_reactor_messages_total" ["core"]
+        "Cross-core messages the reactor handled.";
+    POOL_GETS: Counter "io_engine_pool_gets_total" ["pool", "core"]
+        "Objects taken from the pool, per core (core=\"none\": threads without a core).";
+    POOL_PUTS: Counter "io_engine_pool_puts_total" ["pool", "core"]
+        "Objects returned to the pool, per core (core=\"none\": threads without a core).";
+    POOL_CACHE_HITS: Counter "io_engine_pool_cache_hits_total" ["pool", "core"]
+        "Gets served by the core's own cache, per core.";
+    POOL_CACHE_MISSES: Counter "io_engine_pool_cache_misses_total" ["pool", "core"]
+        "Gets that had to go to the pool's global store, per core.";
+    POOL_EXHAUSTED: Counter "io_engine_pool_exhausted_total" ["pool"]
+        "Gets that found the pool empty (the request waited for an object), summed over cores.";
+    POOL_AVAILABLE: Gauge "io_engine_pool_available" ["pool"]
+        "Objects in the pool's global store or in a core's cache.";
+    POOL_CAPACITY: Gauge "io_engine_pool_capacity" ["pool"]
+        "Objects in the pool.";
+    POOL_IN_USE: Gauge "io_engine_pool_in_use" ["pool"]
+        "Objects handed out now.";
+    POOL_CACHE_SIZE: Gauge "io_engine_pool_cache_size" ["pool"]
+        "Objects each core may keep in its cache (0: no cache).";
+    BUILD_INFO: Gauge "io_engine_build_info" ["version", "revision"]
+        "Always 1: the labels give the version and git revision of this build.";
+    UPTIME: Gauge "io_engine_uptime_seconds" []
+        "Time since the engine started.";
+}
+
+/// One device as seen at scrape time.
+#[derive(Debug, Clone)]
+pub(super) struct Device {
+    /// Name, product, geometry.
+    pub(super) info: BdevInfo,
+    /// Counters summed over cores.
+    pub(super) stats: IoStats,
+}
+
+/// The engine's counters at one moment: everything a scrape reports.
+#[derive(Debug, Clone)]
+pub(super) struct Snapshot {
+    /// This build.
+    pub(super) build: BuildInfo,
+    /// Time since the engine started; `None` without an engine.
+    pub(super) uptime: Option<Duration>,
+    /// Devices, by name.
+    pub(super) devices: Vec<Device>,
+    /// Reactors, by index.
+    pub(super) reactors: Vec<ReactorStats>,
+    /// Object pools.
+    pub(super) pools: Vec<PoolStats>,
+    /// Which reactor holds each core slot seen in `pools`: per-core pool
+    /// counters are kept by slot and reported by reactor index.
+    pub(super) slot_cores: Vec<(u32, usize)>,
+}
+
+impl Snapshot {
+    /// Reads the engine's counters now. A part that panics is left out.
+    pub(super) fn take(engine: &Engine) -> Snapshot {
+        let registry = engine.registry();
+        let devices = guarded("device list", || registry.list())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|info| {
+                // `None`: destroyed since the list; its series go with it.
+                let stats = guarded("device counters", || registry.io_stats(&info.name))??;
+                Some(Device { info, stats })
+            })
+            .collect();
+        let pools: Vec<PoolStats> =
+            guarded("IO pool counters", || vec![registry.io_pool_stats()]).unwrap_or_default();
+        let slot_cores = pools
+            .iter()
+            .flat_map(|p| p.per_core.iter().filter_map(|c| c.slot))
+            .filter_map(|s| Some((s, engine.reactors().index_of_slot(s)?)))
+            .collect();
+        Snapshot {
+            build: BUILD,
+            uptime: Some(engine.uptime()),
+            devices,
+            reactors: guarded("reactor counters", || engine.reactors().stats()).unwrap_or_default(),
+            pools,
+            slot_cores,
+        }
+    }
+
+    /// What is left to report once the engine is gone: the build.
+    pub(super) fn without_engine() -> Snapshot {
+        Snapshot {
+            build: BUILD,
+            uptime: None,
+            devices: Vec::new(),
+            reactors: Vec::new(),
+            pools: Vec::new(),
+            slot_cores: Vec::new(),
+        }
+    }
+
+    /// The `core` label of a pool counter: the reactor index holding the
+    /// slot, `slotN` for a slot held by another thread, `none` without one.
+    fn core_label(&self, slot: Option<u32>) -> String {
+        match slot {
+            None => "none".into(),
+            Some(s) => match self.slot_cores.iter().find(|(slot, _)| *slot == s) {
+                Some((_, core)) => core.to_string(),
+                None => format!("slot{s}"),
+            },
+        }
+    }
+}
+
+/// Runs `f`, turning a panic into `None` (and an error log).
+pub(super) fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            tracing::error!(
+                what,
+                "metrics: reading the engine panicked; this scrape leaves it out"
+            );
+            None
+        }
+    }
+}
+
+/// The families being built, one per [`DEFS`] entry, in that order.
+struct Families {
+    families: Vec<MetricFamily>,
+}
+
+/// The value of one series.
+enum Value {
+    Counter(f64),
+    Gauge(f64),
+    Histogram(proto::Histogram),
+}
+
+impl Families {
+    fn new() -> Self {
+        let families = DEFS
+            .iter()
+            .map(|d| {
+                let mut f = MetricFamily::default();
+                f.set_name(d.name.to_string());
+                f.set_help(d.help.to_string());
+                f.set_field_type(d.kind.proto());
+                f
+            })
+            .collect();
+        Families { families }
+    }
+
+    /// Adds the series `def{labels...} = value`. A mismatch between `def`
+    /// and the value or label count is a bug here: logged and skipped.
+    fn add(&mut self, def: &Def, labels: &[&str], value: Value) {
+        let kind_ok = matches!(
+            (def.kind, &value),
+            (Kind::Counter, Value::Counter(_))
+                | (Kind::Gauge, Value::Gauge(_))
+                | (Kind::Histogram, Value::Histogram(_))
+        );
+        let Some(family) = DEFS
+            .iter()
+            .position(|d| d.name == def.name)
+            .and_then(|i| self.families.get_mut(i))
+        else {
+            tracing::error!(metric = def.name, "metrics: unknown metric; skipped");
+            return;
+        };
+        if !kind_ok || labels.len() != def.labels.len() {
+            tracing::error!(metric = def.name, "metrics: wrong value or labels; skipped");
+            return;
+        }
+        let pairs = def
+            .labels
+            .iter()
+            .zip(labels)
+            .map(|(name, value)| {
+                let mut p = proto::LabelPair::default();
+                p.set_name(name.to_string());
+                p.set_value(value.to_string());
+                p
+            })
+            .collect();
+        let mut m = proto::Metric::default();
+        m.set_label(pairs);
+        match value {
+            Value::Counter(v) => {
+                let mut c = proto::Counter::default();
+                c.set_value(v);
+                m.set_counter(c);
+            }
+            Value::Gauge(v) => {
+                let mut g = proto::Gauge::default();
+                g.set_value(v);
+                m.set_gauge(g);
+            }
+            Value::Histogram(h) => m.set_histogram(h),
+        }
+        family.mut_metric().push(m);
+    }
+
+    fn counter(&mut self, def: &Def, labels: &[&str], v: u64) {
+        self.add(def, labels, Value::Counter(v as f64));
+    }
+
+    fn gauge(&mut self, def: &Def, labels: &[&str], v: f64) {
+        self.add(def, labels, Value::Gauge(v));
+    }
+
+    /// The families that got a series (the text format has no empty ones).
+    fn finish(self) -> Vec<MetricFamily> {
+        self.families
+            .into_iter()
+            .filter(|f| !f.get_metric().is_empty())
+            .collect()
+    }
+}
+
+const NS_PER_S: f64 = 1e9;
+
+/// A latency histogram from the engine's non-cumulative buckets: cumulative
+/// counts at each finite bound (in seconds); `+Inf` is the count.
+///
+/// `_count` is the op count. The counters are read one by one while IOs
+/// complete, so a scrape may see an IO in a bucket before it shows in `ops`;
+/// `_count` is then the bucket total instead, so that `+Inf` = `_count` and
+/// every bucket is at most `_count` (both are monotonic, and so is their
+/// maximum). At rest the two are equal.
+pub(super) fn histogram(op: &OpStats, bounds_s: &[f64; LATENCY_BUCKETS]) -> proto::Histogram {
+    let mut cumulative = 0u64;
+    let buckets: Vec<proto::Bucket> = op.latency_buckets[..LATENCY_BUCKETS]
+        .iter()
+        .zip(bounds_s)
+        .map(|(&n, &le)| {
+            cumulative = cumulative.saturating_add(n);
+            let mut b = proto::Bucket::default();
+            b.set_upper_bound(le);
+            b.set_cumulative_count(cumulative);
+            b
+        })
+        .collect();
+    let total = cumulative.saturating_add(op.latency_buckets[LATENCY_BUCKETS]);
+    let count = op.ops.max(total);
+    // No explicit +Inf bucket: the encoder writes `le="+Inf"` from the count
+    // (an infinite bound of ours would print as `le="inf"`).
+    let mut h = proto::Histogram::default();
+    h.set_bucket(buckets);
+    h.set_sample_count(count);
+    h.set_sample_sum(op.latency_total_ns as f64 / NS_PER_S);
+    h
+}
+
+/// Above this, a count of things in flight or in use is a torn reading
+/// (submitted and completed, or gets and puts, read at different moments
+/// and subtracted with wrap-around), not a count.
+const TORN: u64 = 1 << 63;
+
+/// Builds every family from a snapshot.
+pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
+    let mut f = Families::new();
+    let bounds_s = latency_bucket_bounds_ns().map(|ns| ns as f64 / NS_PER_S);
+
+    for d in &s.devices {
+        let name = d.info.name.as_str();
+        for op in IoType::ALL {
+            let o = d.stats.op(op);
+            let labels = [name, op.as_str()];
+            f.counter(&BDEV_OPS, &labels, o.ops);
+            f.counter(&BDEV_BYTES, &labels, o.bytes);
+            f.counter(&BDEV_ERRORS, &labels, o.errors);
+            f.add(
+                &BDEV_LATENCY,
+                &labels,
+                Value::Histogram(histogram(o, &bounds_s)),
+            );
+        }
+        // A torn reading means completions caught up with submissions
+        // during the read: next to nothing is in flight.
+        let in_flight = if d.stats.in_flight >= TORN {
+            0
+        } else {
+            d.stats.in_flight
+        };
+        f.gauge(&BDEV_IN_FLIGHT, &[name], in_flight as f64);
+        f.gauge(
+            &BDEV_SIZE,
+            &[name, d.info.product.as_str()],
+            d.info.size_bytes as f64,
+        );
+        f.gauge(&BDEV_OPEN, &[name], d.info.open as f64);
+    }
+
+    for r in &s.reactors {
+        let core = r.index.to_string();
+        let core = [core.as_str()];
+        f.gauge(
+            &REACTOR_INFO,
+            &[core[0], r.cpu.to_string().as_str(), r.poll_mode],
+            1.0,
+        );
+        f.add(
+            &REACTOR_BUSY,
+            &core,
+            Value::Counter(r.busy_ns as f64 / NS_PER_S),
+        );
+        f.add(
+            &REACTOR_IDLE,
+            &core,
+            Value::Counter(r.idle_ns as f64 / NS_PER_S),
+        );
+        f.counter(&REACTOR_ITERATIONS, &core, r.iterations);
+        f.counter(&REACTOR_MESSAGES, &core, r.messages);
+    }
+
+    for p in &s.pools {
+        let pool = p.name.as_str();
+        let mut exhausted = 0u64;
+        for c in &p.per_core {
+            let core = s.core_label(c.slot);
+            let labels = [pool, core.as_str()];
+            f.counter(&POOL_GETS, &labels, c.gets);
+            f.counter(&POOL_PUTS, &labels, c.puts);
+            f.counter(&POOL_CACHE_HITS, &labels, c.cache_hits);
+            f.counter(&POOL_CACHE_MISSES, &labels, c.cache_misses);
+            exhausted = exhausted.saturating_add(c.exhausted);
+        }
+        f.counter(&POOL_EXHAUSTED, &[pool], exhausted);
+        f.gauge(&POOL_CAPACITY, &[pool], p.capacity as f64);
+        f.gauge(&POOL_CACHE_SIZE, &[pool], p.cache_size as f64);
+        // More in use than exist: gets and puts of different cores were read
+        // at different moments. Leave both gauges out of this scrape.
+        if p.in_use <= p.capacity {
+            f.gauge(&POOL_IN_USE, &[pool], p.in_use as f64);
+            f.gauge(&POOL_AVAILABLE, &[pool], p.available as f64);
+        }
+    }
+
+    f.gauge(&BUILD_INFO, &[s.build.version, s.build.revision], 1.0);
+    if let Some(up) = s.uptime {
+        f.gauge(&UPTIME, &[], up.as_secs_f64());
+    }
+    f.finish()
+}
+
+/// Where a collector gets its snapshot.
+enum Source {
+    /// A running engine, read at each collection. Weak: the exporter never
+    /// keeps the engine alive (the daemon stops it by unwrapping its `Arc`).
+    Live(Weak<Engine>),
+    /// A snapshot already taken.
+    Fixed(Snapshot),
+}
+
+/// The `prometheus` collector of the engine's metrics: [`Collector::collect`]
+/// builds every family from a snapshot taken then.
+pub(super) struct EngineCollector {
+    source: Source,
+    descs: Vec<Desc>,
+}
+
+impl EngineCollector {
+    /// Reads `engine` at every collection, while it lives.
+    pub(super) fn live(engine: Weak<Engine>) -> Self {
+        Self::with(Source::Live(engine))
+    }
+
+    /// Reports `snapshot`.
+    pub(super) fn fixed(snapshot: Snapshot) -> Self {
+        Self::with(Source::Fixed(snapshot))
+    }
+
+    fn with(source: Source) -> Self {
+        EngineCollector {
+            source,
+            descs: descs(),
+        }
+    }
+}
+
+/// The descriptors of [`DEFS`]; one that does not build is logged and left
+/// out (a test proves they all build).
+pub(super) fn descs() -> Vec<Desc> {
+    DEFS.iter()
+        .filter_map(|d| {
+            Desc::new(
+                d.name.to_string(),
+                d.help.to_string(),
+                d.labels.iter().map(|l| l.to_string()).collect(),
+                HashMap::new(),
+            )
+            .inspect_err(|e| tracing::error!(metric = d.name, "metrics: bad descriptor: {e}"))
+            .ok()
+        })
+        .collect()
+}
+
+impl Collector for EngineCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let built = guarded("metric families", || match &self.source {
+            Source::Live(engine) => match engine.upgrade() {
+                Some(engine) => families(&Snapshot::take(&engine)),
+                None => families(&Snapshot::without_engine()),
+            },
+            Source::Fixed(snapshot) => families(snapshot),
+        });
+        built.unwrap_or_default()
+    }
+}
+
+/// A registry holding one [`EngineCollector`], and its text encoding.
+pub(super) struct Exporter {
+    registry: Registry,
+}
+
+impl Exporter {
+    /// A registry with `collector` registered.
+    pub(super) fn new(collector: EngineCollector) -> Self {
+        let registry = Registry::new();
+        if let Err(e) = registry.register(Box::new(collector)) {
+            tracing::error!("metrics: cannot register the engine collector: {e}");
+        }
+        Exporter { registry }
+    }
+
+    /// One scrape: gathers and encodes in the text format 0.0.4.
+    pub(super) fn render(&self) -> String {
+        encode(&self.registry.gather())
+    }
+}
+
+/// Encodes `families` as text; a family the encoder refuses is logged and
+/// left out.
+pub(super) fn encode(families: &[MetricFamily]) -> String {
+    let encoder = TextEncoder::new();
+    let mut out = String::new();
+    for f in families {
+        match encoder.encode_to_string(std::slice::from_ref(f)) {
+            Ok(text) => out.push_str(&text),
+            Err(e) => tracing::error!(metric = f.name(), "metrics: cannot encode: {e}"),
+        }
+    }
+    out
+}

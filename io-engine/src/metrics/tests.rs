@@ -1,0 +1,914 @@
+//! Tests of the Prometheus endpoint: a real engine with real IO on a
+//! reactor, the output parsed as the text format and checked against the
+//! IO done, the HTTP server over real TCP, and `promtool check metrics`.
+//!
+//! Thread: the test threads; IO runs on the engine's reactor, the server on
+//! a tokio runtime, HTTP clients on blocking threads.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::collector::{self, DEFS, Device, Kind, Snapshot};
+use super::*;
+use crate::bdev::latency_bucket_bounds_ns;
+use crate::bdev::{BdevInfo, IoRequest, IoStats, IoType, LATENCY_BUCKETS, OpStats};
+use crate::engine::{BUILD, EngineConfig};
+use crate::env::cores::{CoreSet, allowed_cpus};
+use crate::pool::{BufPool, CoreStats, PoolConfig, PoolStats};
+use crate::reactor::{PollMode, ReactorStats};
+
+// --- A small parser of the text exposition format 0.0.4 -------------------
+
+#[derive(Debug, Clone, PartialEq)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+#[derive(Debug, Default)]
+struct Exposition {
+    help: HashMap<String, String>,
+    types: HashMap<String, String>,
+    samples: Vec<Sample>,
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == ':'
+}
+
+fn parse_value(s: &str) -> Result<f64, String> {
+    match s {
+        "+Inf" => Ok(f64::INFINITY),
+        "-Inf" => Ok(f64::NEG_INFINITY),
+        "NaN" => Ok(f64::NAN),
+        // Rust also reads `inf`, `nan`, `infinity`: the format does not.
+        _ if s.is_empty() || !s.chars().all(|c| c.is_ascii_digit() || ".eE+-".contains(c)) => {
+            Err(format!("bad value {s:?}"))
+        }
+        _ => s.parse().map_err(|e| format!("bad value {s:?}: {e}")),
+    }
+}
+
+/// Parses `name{labels} value [timestamp]`.
+fn parse_sample(line: &str) -> Result<Sample, String> {
+    let end = line.find(|c| !is_name_char(c)).unwrap_or(line.len());
+    let (name, mut rest) = line.split_at(end);
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(format!("bad metric name in {line:?}"));
+    }
+    let mut labels = BTreeMap::new();
+    if let Some(r) = rest.strip_prefix('{') {
+        let mut chars = r.char_indices().peekable();
+        loop {
+            if let Some(&(i, '}')) = chars.peek() {
+                rest = &r[i + 1..];
+                break;
+            }
+            let mut lname = String::new();
+            for (_, c) in chars.by_ref() {
+                if c == '=' {
+                    break;
+                }
+                if !is_name_char(c) {
+                    return Err(format!("bad label name in {line:?}"));
+                }
+                lname.push(c);
+            }
+            if chars.next().map(|(_, c)| c) != Some('"') {
+                return Err(format!("label value not quoted in {line:?}"));
+            }
+            let mut value = String::new();
+            loop {
+                match chars.next().map(|(_, c)| c) {
+                    Some('"') => break,
+                    Some('\\') => match chars.next().map(|(_, c)| c) {
+                        Some('\\') => value.push('\\'),
+                        Some('"') => value.push('"'),
+                        Some('n') => value.push('\n'),
+                        other => return Err(format!("bad escape {other:?} in {line:?}")),
+                    },
+                    Some(c) => value.push(c),
+                    None => return Err(format!("unterminated label value in {line:?}")),
+                }
+            }
+            if labels.insert(lname.clone(), value).is_some() {
+                return Err(format!("label {lname} twice in {line:?}"));
+            }
+            match chars.peek().map(|&(_, c)| c) {
+                Some(',') => {
+                    chars.next();
+                }
+                Some('}') => {}
+                _ => return Err(format!("expected , or }} in {line:?}")),
+            }
+        }
+    }
+    let mut fields = rest
+        .strip_prefix(' ')
+        .ok_or_else(|| format!("no value in {line:?}"))?
+        .split(' ');
+    let value = parse_value(fields.next().unwrap_or(""))?;
+    if let Some(ts) = fields.next() {
+        ts.parse::<i64>()
+            .map_err(|e| format!("bad timestamp in {line:?}: {e}"))?;
+    }
+    if fields.next().is_some() {
+        return Err(format!("trailing text in {line:?}"));
+    }
+    Ok(Sample {
+        name: name.to_string(),
+        labels,
+        value,
+    })
+}
+
+/// The family a sample belongs to: histogram samples carry a suffix.
+fn family_of<'a>(e: &Exposition, name: &'a str) -> &'a str {
+    for suffix in ["_bucket", "_sum", "_count"] {
+        if let Some(base) = name.strip_suffix(suffix)
+            && e.types.get(base).map(String::as_str) == Some("histogram")
+        {
+            return base;
+        }
+    }
+    name
+}
+
+/// Parses a whole exposition and checks its structure: `# HELP` and
+/// `# TYPE` at most once per family and before its samples, each sample of
+/// a typed family, no series twice.
+fn parse(text: &str) -> Result<Exposition, String> {
+    let mut e = Exposition::default();
+    let mut seen_samples_of = std::collections::HashSet::new();
+    let mut series = std::collections::HashSet::new();
+    if !text.is_empty() && !text.ends_with('\n') {
+        return Err("no final newline".into());
+    }
+    for line in text.lines() {
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            if seen_samples_of.contains(name) {
+                return Err(format!("HELP of {name} after its samples"));
+            }
+            if e.help.insert(name.into(), help.into()).is_some() {
+                return Err(format!("HELP of {name} twice"));
+            }
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest
+                .split_once(' ')
+                .ok_or_else(|| format!("bad TYPE line {line:?}"))?;
+            if !["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind) {
+                return Err(format!("unknown type in {line:?}"));
+            }
+            if seen_samples_of.contains(name) {
+                return Err(format!("TYPE of {name} after its samples"));
+            }
+            if e.types.insert(name.into(), kind.into()).is_some() {
+                return Err(format!("TYPE of {name} twice"));
+            }
+        } else if line.starts_with('#') {
+            continue;
+        } else {
+            let s = parse_sample(line)?;
+            let family = family_of(&e, &s.name).to_string();
+            if !e.types.contains_key(&family) {
+                return Err(format!("sample of untyped family: {line:?}"));
+            }
+            if !series.insert((s.name.clone(), s.labels.clone())) {
+                return Err(format!("series twice: {line:?}"));
+            }
+            seen_samples_of.insert(family);
+            e.samples.push(s);
+        }
+    }
+    Ok(e)
+}
+
+impl Exposition {
+    fn find(&self, name: &str, labels: &[(&str, &str)]) -> Vec<&Sample> {
+        self.samples
+            .iter()
+            .filter(|s| {
+                s.name == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+            })
+            .collect()
+    }
+
+    /// The value of the one series `name` whose labels include `labels`.
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let found = self.find(name, labels);
+        assert_eq!(found.len(), 1, "{name}{labels:?}: {found:?}");
+        found[0].value
+    }
+
+    /// A histogram's `(le, cumulative count)` in output order, `_sum` and
+    /// `_count`.
+    fn histogram(&self, name: &str, labels: &[(&str, &str)]) -> (Vec<(f64, f64)>, f64, f64) {
+        let buckets = self
+            .find(&format!("{name}_bucket"), labels)
+            .into_iter()
+            .map(|s| (parse_value(&s.labels["le"]).unwrap(), s.value))
+            .collect();
+        (
+            buckets,
+            self.value(&format!("{name}_sum"), labels),
+            self.value(&format!("{name}_count"), labels),
+        )
+    }
+}
+
+#[test]
+fn the_parser_reads_and_rejects() {
+    let e = parse(
+        "# HELP a_total A thing.\n# TYPE a_total counter\n\
+         a_total{x=\"q\\\"uo\\\\te\\n\",y=\"\"} 3\na_total 1.5e3 1700000000\n",
+    )
+    .unwrap();
+    assert_eq!(e.samples.len(), 2);
+    assert_eq!(e.samples[0].labels["x"], "q\"uo\\te\n");
+    assert_eq!(e.value("a_total", &[("y", "")]), 3.0);
+    assert_eq!(e.samples[1].value, 1500.0);
+    for bad in [
+        "a 1\n",                                   // no TYPE
+        "# TYPE a gauge\na{x=\"1} 2\n",            // unterminated
+        "# TYPE a gauge\na 1\na 2\n",              // series twice
+        "# TYPE a gauge\na 1\n# HELP a late\n",    // HELP after samples
+        "# TYPE a gauge\na{x=1} 2\n",              // unquoted
+        "# TYPE a gauge\na one\n",                 // bad value
+        "# TYPE a gauge\na 1",                     // no final newline
+        "# TYPE a gauge\n# TYPE a counter\na 1\n", // TYPE twice
+        "# TYPE a gauge\na inf\n",                 // not the format's +Inf
+    ] {
+        assert!(parse(bad).is_err(), "{bad:?} parsed");
+    }
+}
+
+// --- Fixtures ---------------------------------------------------------------
+
+fn start_engine() -> Engine {
+    let cpu = allowed_cpus().unwrap().cpus()[0];
+    Engine::start(EngineConfig {
+        cores: CoreSet::from_cpus([cpu]).unwrap(),
+        poll_mode: PollMode::ADAPTIVE,
+        io_pool_size: 4096,
+        io_pool_cache: 64,
+    })
+    .unwrap()
+}
+
+const WRITES: u64 = 5;
+const READS: u64 = 3;
+const ZEROES: u64 = 2;
+const NULL_WRITES: u64 = 4;
+
+/// Creates `m0` (malloc, 4 MiB, 4096-byte blocks) and `n0` (null, 8 MiB,
+/// 512-byte blocks) and does WRITES writes, READS reads and ZEROES
+/// write-zeroes of 4 KiB on `m0`, NULL_WRITES writes on `n0`, on reactor 0.
+fn engine_with_io() -> Engine {
+    let engine = start_engine();
+    engine
+        .registry()
+        .create("malloc:///m0?size_mb=4&blk_size=4096")
+        .unwrap();
+    engine
+        .registry()
+        .create("null:///n0?size_mb=8&blk_size=512")
+        .unwrap();
+    let m0 = engine.registry().open("m0").unwrap();
+    let n0 = engine.registry().open("n0").unwrap();
+    let bufs = Arc::new(BufPool::new(PoolConfig::new("b", 4, 1).cache_size(0), 4096).unwrap());
+    engine
+        .reactors()
+        .spawn_on(0, move || async move {
+            let m = m0.open_channel().unwrap();
+            let n = n0.open_channel().unwrap();
+            let ok = |r: Result<crate::bdev::IoDone, crate::bdev::SubmitError>| {
+                assert_eq!(r.unwrap().status(), Ok(()));
+            };
+            for i in 0..WRITES {
+                ok(m.io(IoRequest::write(bufs.get().unwrap(), i * 4096, 4096))
+                    .await);
+            }
+            for i in 0..READS {
+                ok(m.io(IoRequest::read(bufs.get().unwrap(), i * 4096, 4096))
+                    .await);
+            }
+            for i in 0..ZEROES {
+                ok(
+                    m.io(IoRequest::no_data(IoType::WriteZeroes, i * 4096, 4096))
+                        .await,
+                );
+            }
+            for i in 0..NULL_WRITES {
+                ok(n.io(IoRequest::write(bufs.get().unwrap(), i * 4096, 4096))
+                    .await);
+            }
+        })
+        .wait()
+        .unwrap();
+    engine
+}
+
+fn labels<'a>(bdev: &'a str, op: &'a str) -> [(&'static str, &'a str); 2] {
+    [("bdev", bdev), ("op", op)]
+}
+
+/// Checks one histogram: `le` ascending and matching the engine's bounds,
+/// counts cumulative, `+Inf` = `_count`; returns `_count`.
+fn check_histogram(e: &Exposition, bdev: &str, op: &str) -> f64 {
+    let (buckets, sum, count) = e.histogram("io_engine_bdev_io_latency_seconds", &labels(bdev, op));
+    assert_eq!(buckets.len(), LATENCY_BUCKETS + 1, "{bdev} {op}");
+    for (&(le, _), ns) in buckets.iter().zip(latency_bucket_bounds_ns()) {
+        assert!(
+            (le * 1e9 - ns as f64).abs() < 1e-3 * ns as f64,
+            "le {le} vs {ns} ns"
+        );
+    }
+    assert!(buckets.windows(2).all(|w| w[0].0 < w[1].0), "le ascending");
+    assert!(
+        buckets.windows(2).all(|w| w[0].1 <= w[1].1),
+        "cumulative: {buckets:?}"
+    );
+    let last = e.find(
+        "io_engine_bdev_io_latency_seconds_bucket",
+        &[("bdev", bdev), ("op", op), ("le", "+Inf")],
+    );
+    assert_eq!(last.len(), 1, "one le=\"+Inf\" bucket, spelled so");
+    let (inf_le, inf) = *buckets.last().unwrap();
+    assert_eq!(inf_le, f64::INFINITY);
+    assert_eq!(inf, count, "+Inf bucket = _count");
+    assert!(sum >= 0.0);
+    if count == 0.0 {
+        assert_eq!(sum, 0.0);
+    }
+    count
+}
+
+// --- Tests over a real engine -------------------------------------------------
+
+#[test]
+fn render_reports_the_io_done() {
+    let engine = engine_with_io();
+    let text = render(&engine);
+    let e = parse(&text).unwrap_or_else(|err| panic!("{err}\n{text}"));
+
+    let ops = |bdev, op| e.value("io_engine_bdev_ops_total", &labels(bdev, op));
+    let bytes = |bdev, op| e.value("io_engine_bdev_bytes_total", &labels(bdev, op));
+    let expect = [
+        ("m0", IoType::Write, WRITES),
+        ("m0", IoType::Read, READS),
+        ("m0", IoType::WriteZeroes, ZEROES),
+        ("n0", IoType::Write, NULL_WRITES),
+    ];
+    for bdev in ["m0", "n0"] {
+        for op in IoType::ALL {
+            let n = expect
+                .iter()
+                .find(|(b, o, _)| *b == bdev && *o == op)
+                .map_or(0, |e| e.2);
+            let op = op.as_str();
+            assert_eq!(ops(bdev, op), n as f64, "{bdev} {op}");
+            assert_eq!(bytes(bdev, op), (n * 4096) as f64, "{bdev} {op}");
+            assert_eq!(
+                e.value("io_engine_bdev_errors_total", &labels(bdev, op)),
+                0.0
+            );
+            assert_eq!(check_histogram(&e, bdev, op), n as f64, "{bdev} {op}");
+        }
+        assert_eq!(e.value("io_engine_bdev_in_flight", &[("bdev", bdev)]), 0.0);
+        assert_eq!(
+            e.value("io_engine_bdev_open_descriptors", &[("bdev", bdev)]),
+            0.0
+        );
+    }
+    let (_, write_sum, _) =
+        e.histogram("io_engine_bdev_io_latency_seconds", &labels("m0", "write"));
+    assert!(
+        write_sum > 0.0 && write_sum < 10.0,
+        "latency sum {write_sum} s"
+    );
+
+    assert_eq!(
+        e.value(
+            "io_engine_bdev_size_bytes",
+            &[("bdev", "m0"), ("product", "malloc")]
+        ),
+        (4u64 << 20) as f64
+    );
+    assert_eq!(
+        e.value(
+            "io_engine_bdev_size_bytes",
+            &[("bdev", "n0"), ("product", "null")]
+        ),
+        engine.registry().get("n0").unwrap().size_bytes as f64
+    );
+
+    assert_eq!(
+        e.value(
+            "io_engine_build_info",
+            &[("version", BUILD.version), ("revision", BUILD.revision)]
+        ),
+        1.0
+    );
+    let up = e.value("io_engine_uptime_seconds", &[]);
+    assert!(up > 0.0 && up < 3600.0, "uptime {up}");
+
+    // One reactor: core 0, pinned where the engine put it.
+    let cpu = engine.reactors().cpu(0).unwrap().to_string();
+    assert_eq!(
+        e.value(
+            "io_engine_reactor_info",
+            &[("core", "0"), ("cpu", &cpu), ("poll_mode", "adaptive")]
+        ),
+        1.0
+    );
+    assert!(e.value("io_engine_reactor_iterations_total", &[("core", "0")]) > 0.0);
+    assert!(e.value("io_engine_reactor_messages_total", &[("core", "0")]) >= 1.0);
+    let busy = e.value("io_engine_reactor_busy_seconds_total", &[("core", "0")]);
+    let idle = e.value("io_engine_reactor_idle_seconds_total", &[("core", "0")]);
+    assert!(busy >= 0.0 && idle >= 0.0 && busy + idle <= up + 1.0);
+    assert!(
+        e.find("io_engine_reactor_info", &[("core", "1")])
+            .is_empty()
+    );
+
+    // The IO pool: one object per IO, all back.
+    let pool = [("pool", "bdev_io")];
+    let total_ios = WRITES + READS + ZEROES + NULL_WRITES;
+    let sum = |name: &str| -> f64 { e.find(name, &pool).iter().map(|s| s.value).sum() };
+    assert_eq!(sum("io_engine_pool_gets_total"), total_ios as f64);
+    assert_eq!(sum("io_engine_pool_puts_total"), total_ios as f64);
+    assert_eq!(
+        sum("io_engine_pool_cache_hits_total") + sum("io_engine_pool_cache_misses_total"),
+        total_ios as f64
+    );
+    for s in e.find("io_engine_pool_gets_total", &pool) {
+        let core = &s.labels["core"];
+        assert!(core == "none" || core.parse::<u32>().is_ok(), "core {core}");
+    }
+    assert_eq!(e.value("io_engine_pool_exhausted_total", &pool), 0.0);
+    assert_eq!(e.value("io_engine_pool_capacity", &pool), 4096.0);
+    assert_eq!(e.value("io_engine_pool_cache_size", &pool), 64.0);
+    assert_eq!(e.value("io_engine_pool_in_use", &pool), 0.0);
+    assert_eq!(e.value("io_engine_pool_available", &pool), 4096.0);
+
+    // Every metric is there, with its help, type and label names.
+    for d in DEFS {
+        assert_eq!(
+            e.help.get(d.name).map(String::as_str),
+            Some(d.help),
+            "{}",
+            d.name
+        );
+        assert_eq!(e.types[d.name], d.kind.as_str(), "{}", d.name);
+        let sample_name = match d.kind {
+            Kind::Histogram => format!("{}_count", d.name),
+            _ => d.name.to_string(),
+        };
+        let found = e.find(&sample_name, &[]);
+        assert!(!found.is_empty(), "{} missing", d.name);
+        for s in found {
+            let names: Vec<&str> = s.labels.keys().map(String::as_str).collect();
+            let mut want = d.labels.to_vec();
+            want.sort_unstable();
+            assert_eq!(names, want, "{}", d.name);
+        }
+    }
+    // ... and nothing else.
+    for s in &e.samples {
+        let family = family_of(&e, &s.name);
+        assert!(
+            DEFS.iter().any(|d| d.name == family),
+            "unexpected {}",
+            s.name
+        );
+    }
+    engine.stop();
+}
+
+#[test]
+fn counters_follow_the_engine_and_reset_zeroes_them() {
+    let engine = engine_with_io();
+    let before = parse(&render(&engine)).unwrap();
+    assert_eq!(
+        before.value("io_engine_bdev_ops_total", &labels("m0", "write")),
+        WRITES as f64
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(engine.reset_io_stats(None)).unwrap();
+    let after = parse(&render(&engine)).unwrap();
+    for bdev in ["m0", "n0"] {
+        for op in IoType::ALL {
+            assert_eq!(
+                after.value("io_engine_bdev_ops_total", &labels(bdev, op.as_str())),
+                0.0
+            );
+            assert_eq!(check_histogram(&after, bdev, op.as_str()), 0.0);
+        }
+    }
+    // A destroyed device's series go with it.
+    engine.registry().destroy("n0").unwrap();
+    let gone = parse(&render(&engine)).unwrap();
+    assert!(
+        gone.find("io_engine_bdev_ops_total", &[("bdev", "n0")])
+            .is_empty()
+    );
+    assert_eq!(
+        gone.find("io_engine_bdev_ops_total", &[("bdev", "m0")])
+            .len(),
+        5
+    );
+    engine.stop();
+}
+
+#[test]
+fn promtool_accepts_the_output() {
+    let engine = engine_with_io();
+    let text = render(&engine);
+    engine.stop();
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot run promtool ({e}): install it with `apt-get install -y prometheus`")
+        });
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}\nstdout: {}\nstderr: {}\n{text}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+}
+
+// --- Tests over hand-made snapshots ---------------------------------------------
+
+fn device(name: &str, stats: IoStats) -> Device {
+    Device {
+        info: BdevInfo {
+            name: name.into(),
+            uuid: uuid::Uuid::nil(),
+            uri: format!("null:///{name}?size_mb=1&blk_size=512"),
+            product: "null".into(),
+            block_size: 512,
+            num_blocks: 2048,
+            size_bytes: 1 << 20,
+            open: 2,
+        },
+        stats,
+    }
+}
+
+fn snapshot(devices: Vec<Device>, pools: Vec<PoolStats>) -> Snapshot {
+    Snapshot {
+        devices,
+        pools,
+        // Slot 3 is reactor 3's.
+        slot_cores: vec![(3, 3)],
+        ..Snapshot::without_engine()
+    }
+}
+
+fn render_snapshot(s: Snapshot) -> Exposition {
+    let text = collector::Exporter::new(collector::EngineCollector::fixed(s)).render();
+    parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+#[test]
+fn histogram_is_built_cumulative_from_the_engine_buckets() {
+    let mut op = OpStats {
+        ops: 6,
+        latency_total_ns: 3_000_000_000,
+        ..OpStats::default()
+    };
+    op.latency_buckets[0] = 1; // <= 256 ns
+    op.latency_buckets[2] = 2; // (512, 1024] ns
+    op.latency_buckets[LATENCY_BUCKETS - 1] = 1; // (2^32, 2^33] ns
+    op.latency_buckets[LATENCY_BUCKETS] = 2; // above every bound
+    let bounds = latency_bucket_bounds_ns().map(|ns| ns as f64 / 1e9);
+    let h = collector::histogram(&op, &bounds);
+    let b = h.get_bucket();
+    // The finite bounds; the encoder adds +Inf from the count.
+    assert_eq!(b.len(), LATENCY_BUCKETS);
+    let counts: Vec<u64> = b.iter().map(|b| b.cumulative_count()).collect();
+    assert_eq!(&counts[..4], &[1, 1, 3, 3]);
+    assert_eq!(counts[LATENCY_BUCKETS - 2], 3);
+    assert_eq!(counts[LATENCY_BUCKETS - 1], 4);
+    assert_eq!(b[0].upper_bound(), 256e-9);
+    assert_eq!(b[LATENCY_BUCKETS - 1].upper_bound(), 8.589934592);
+    assert_eq!(h.get_sample_count(), 6);
+    assert_eq!(h.get_sample_sum(), 3.0);
+
+    // Read while IOs complete: a bucket counted an IO that `ops` did not
+    // yet. `_count` follows the buckets, so +Inf = _count still holds.
+    op.ops = 5;
+    let h = collector::histogram(&op, &bounds);
+    assert_eq!(h.get_sample_count(), 6);
+
+    // Through the encoder: `le` in seconds, and the rendered histogram obeys
+    // the same rules.
+    let mut stats = IoStats::default();
+    stats.ops[IoType::Read.index()] = OpStats { ops: 6, ..op };
+    let e = render_snapshot(snapshot(vec![device("d", stats)], vec![]));
+    assert_eq!(check_histogram(&e, "d", "read"), 6.0);
+    assert_eq!(
+        e.value(
+            "io_engine_bdev_io_latency_seconds_bucket",
+            &[("bdev", "d"), ("op", "read"), ("le", "0.000001024")]
+        ),
+        3.0
+    );
+    assert_eq!(
+        e.value(
+            "io_engine_bdev_io_latency_seconds_sum",
+            &labels("d", "read")
+        ),
+        3.0
+    );
+}
+
+#[test]
+fn torn_readings_are_clamped_or_left_out() {
+    let stats = IoStats {
+        in_flight: u64::MAX, // completed read past submitted
+        ..IoStats::default()
+    };
+    let pool = PoolStats {
+        name: "p".into(),
+        capacity: 8,
+        cache_size: 0,
+        in_use: u64::MAX - 1, // puts of one core read past gets of another
+        available: 0,
+        per_core: vec![
+            CoreStats {
+                slot: Some(3),
+                gets: 5,
+                exhausted: 2,
+                ..CoreStats::default()
+            },
+            CoreStats {
+                slot: None,
+                puts: 7,
+                exhausted: u64::MAX, // sums saturate, never overflow
+                ..CoreStats::default()
+            },
+        ],
+    };
+    let e = render_snapshot(snapshot(vec![device("d", stats)], vec![pool]));
+    assert_eq!(e.value("io_engine_bdev_in_flight", &[("bdev", "d")]), 0.0);
+    assert!(e.find("io_engine_pool_in_use", &[]).is_empty());
+    assert!(e.find("io_engine_pool_available", &[]).is_empty());
+    assert_eq!(e.value("io_engine_pool_capacity", &[("pool", "p")]), 8.0);
+    assert_eq!(
+        e.value("io_engine_pool_exhausted_total", &[("pool", "p")]),
+        u64::MAX as f64
+    );
+    assert_eq!(
+        e.value("io_engine_pool_gets_total", &[("pool", "p"), ("core", "3")]),
+        5.0
+    );
+    assert_eq!(
+        e.value(
+            "io_engine_pool_puts_total",
+            &[("pool", "p"), ("core", "none")]
+        ),
+        7.0
+    );
+    assert_eq!(
+        e.value("io_engine_bdev_open_descriptors", &[("bdev", "d")]),
+        2.0
+    );
+}
+
+#[test]
+fn odd_device_names_are_escaped() {
+    let e = render_snapshot(snapshot(
+        vec![device("we\"ird\\name\n", IoStats::default())],
+        vec![],
+    ));
+    assert_eq!(
+        e.find("io_engine_bdev_ops_total", &[("bdev", "we\"ird\\name\n")])
+            .len(),
+        5
+    );
+}
+
+#[test]
+fn reactors_are_labelled_by_index() {
+    let reactors = (0..2)
+        .map(|i| ReactorStats {
+            index: i,
+            cpu: 10 + i as u32,
+            poll_mode: "busy",
+            iterations: 100 + i as u64,
+            busy_ns: 1_500_000_000,
+            idle_ns: 250_000_000,
+            messages: 7,
+        })
+        .collect();
+    let e = render_snapshot(Snapshot {
+        reactors,
+        ..Snapshot::without_engine()
+    });
+    assert_eq!(
+        e.value("io_engine_reactor_iterations_total", &[("core", "1")]),
+        101.0
+    );
+    assert_eq!(
+        e.value("io_engine_reactor_busy_seconds_total", &[("core", "0")]),
+        1.5
+    );
+    assert_eq!(
+        e.value("io_engine_reactor_idle_seconds_total", &[("core", "1")]),
+        0.25
+    );
+    assert_eq!(
+        e.value(
+            "io_engine_reactor_info",
+            &[("core", "1"), ("cpu", "11"), ("poll_mode", "busy")]
+        ),
+        1.0
+    );
+}
+
+#[test]
+fn without_an_engine_only_the_build_is_reported() {
+    let e = render_snapshot(Snapshot::without_engine());
+    let names: Vec<&str> = e.samples.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["io_engine_build_info"]);
+}
+
+#[test]
+fn every_definition_builds_a_descriptor() {
+    assert_eq!(collector::descs().len(), DEFS.len());
+    let mut names: Vec<&str> = DEFS.iter().map(|d| d.name).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), DEFS.len(), "duplicate metric names");
+    for d in DEFS {
+        assert!(d.name.starts_with("io_engine_"), "{}", d.name);
+        assert_eq!(
+            d.kind == Kind::Counter,
+            d.name.ends_with("_total"),
+            "{}",
+            d.name
+        );
+        assert!(!d.help.is_empty());
+    }
+}
+
+#[test]
+fn a_panic_while_reading_is_contained() {
+    assert_eq!(collector::guarded("test", || 7), Some(7));
+    let r: Option<u32> = collector::guarded("test", || panic!("poisoned on purpose"));
+    assert_eq!(r, None);
+}
+
+// --- The HTTP server ---------------------------------------------------------------
+
+/// A plain HTTP/1.1 GET: `(status, headers lowercased, body)`.
+fn http_get(addr: SocketAddr, path: &str) -> (u16, HashMap<String, String>, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").expect("no header end");
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    (status, headers, body.to_string())
+}
+
+#[test]
+fn serve_answers_over_tcp_and_stops_on_shutdown() {
+    let engine = Arc::new(engine_with_io());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = rt.spawn(serve(listener, engine.clone(), async move {
+        let _ = stop_rx.await;
+    }));
+
+    let (status, headers, body) = http_get(addr, "/metrics");
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-type"], CONTENT_TYPE);
+    let e = parse(&body).unwrap_or_else(|err| panic!("{err}\n{body}"));
+    assert_eq!(
+        e.value("io_engine_bdev_ops_total", &labels("m0", "write")),
+        WRITES as f64
+    );
+
+    let (status, headers, body) = http_get(addr, "/");
+    assert_eq!(status, 200);
+    assert!(headers["content-type"].starts_with("text/plain"));
+    assert!(body.contains("/metrics"), "{body}");
+
+    for path in ["/nope", "/metrics/x", "/favicon.ico"] {
+        let (status, _, _) = http_get(addr, path);
+        assert_eq!(status, 404, "{path}");
+    }
+
+    // An idle keep-alive connection does not hold the shutdown.
+    let mut idle = TcpStream::connect(addr).unwrap();
+    write!(idle, "GET / HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut first = [0u8; 12];
+    idle.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200");
+
+    stop_tx.send(()).unwrap();
+    let result = rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(3), server).await })
+        .expect("serve did not stop within 3 s of shutdown")
+        .unwrap();
+    result.unwrap();
+    assert!(TcpStream::connect(addr).is_err(), "still accepting");
+    // The exporter holds no strong reference once `serve` returned.
+    assert_eq!(Arc::strong_count(&engine), 1);
+    drop(idle);
+    rt.shutdown_timeout(Duration::from_secs(1));
+    Arc::try_unwrap(engine).ok().unwrap().stop();
+}
+
+#[test]
+fn a_stuck_connection_does_not_hold_the_shutdown() {
+    let engine = Arc::new(start_engine());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = rt.spawn(serve(listener, engine.clone(), async move {
+        let _ = stop_rx.await;
+    }));
+    // Half a request, never finished.
+    let mut stuck = TcpStream::connect(addr).unwrap();
+    write!(stuck, "GET /metrics HTTP/1.1\r\nHost: x").unwrap();
+    // The server is still serving others.
+    assert_eq!(http_get(addr, "/metrics").0, 200);
+
+    let asked = std::time::Instant::now();
+    stop_tx.send(()).unwrap();
+    rt.block_on(async { tokio::time::timeout(Duration::from_secs(3), server).await })
+        .expect("a stuck connection held the shutdown")
+        .unwrap()
+        .unwrap();
+    assert!(asked.elapsed() < super::http::SHUTDOWN_GRACE + Duration::from_secs(2));
+    assert!(TcpStream::connect(addr).is_err(), "still accepting");
+    // Whatever is left of the stuck connection holds the engine weakly.
+    assert_eq!(Arc::strong_count(&engine), 1);
+    drop(stuck);
+    rt.shutdown_timeout(Duration::from_secs(1));
+    Arc::try_unwrap(engine).ok().unwrap().stop();
+}
