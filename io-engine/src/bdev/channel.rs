@@ -18,7 +18,7 @@ use super::registry::{BdevDesc, BdevError};
 use super::stats::CoreCounters;
 use crate::env::core_slot;
 use crate::env::tsc;
-use crate::pool::Pooled;
+use crate::pool::{ObjectPool, Pooled};
 use crate::reactor::{self, Poll, PollerHandle};
 
 /// Completions the scratch queue holds before it grows.
@@ -45,7 +45,10 @@ impl IoCompletion for Waiter {
 }
 
 struct Inner {
-    desc: BdevDesc,
+    /// Holds the device open; let go as soon as a closed channel drains, so
+    /// a destroy right after the last IO finds the device closed.
+    desc: RefCell<Option<BdevDesc>>,
+    io_pool: Arc<ObjectPool<IoSlot>>,
     block_mask: u64,
     block_size: u32,
     size: u64,
@@ -85,13 +88,14 @@ impl IoChannel {
             size: bdev.size_bytes(),
             supported: IoType::ALL.map(|op| bdev.supports(op)),
             counters: desc.stats().core(core_slot::current()),
+            io_pool: desc.io_pool_arc(),
             dev: RefCell::new(bdev.create_channel()),
             done: RefCell::new(Vec::with_capacity(INITIAL_QUEUE)),
             waiting: RefCell::new(VecDeque::new()),
             in_flight: Cell::new(0),
             closed: Cell::new(false),
             poller: RefCell::new(None),
-            desc,
+            desc: RefCell::new(Some(desc)),
         });
         let polled = inner.clone();
         let handle = reactor::register_poller("bdev-channel", move || polled.poll());
@@ -131,11 +135,6 @@ impl IoChannel {
             }
         })
         .await)
-    }
-
-    /// The descriptor this channel was opened from.
-    pub fn desc(&self) -> &BdevDesc {
-        &self.inner.desc
     }
 
     /// IOs handed to the device and not yet completed.
@@ -192,7 +191,7 @@ impl Inner {
     #[inline]
     fn submit_valid(&self, req: IoRequest, cb: Rc<dyn IoCompletion>) {
         if self.waiting.borrow().is_empty()
-            && let Some(slot) = self.desc.io_pool().get()
+            && let Some(slot) = self.io_pool.get()
         {
             self.start(slot, req, cb);
         } else {
@@ -251,7 +250,7 @@ impl Inner {
             if self.waiting.borrow().is_empty() {
                 return started;
             }
-            let Some(slot) = self.desc.io_pool().retry_get() else {
+            let Some(slot) = self.io_pool.retry_get() else {
                 return started;
             };
             let Some(w) = self.waiting.borrow_mut().pop_front() else {
@@ -266,6 +265,7 @@ impl Inner {
     /// which releases the channel.
     fn retire_if_drained(&self) {
         if self.in_flight.get() == 0 && self.waiting.borrow().is_empty() {
+            drop(self.desc.borrow_mut().take());
             drop(self.poller.borrow_mut().take());
         }
     }

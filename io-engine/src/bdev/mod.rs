@@ -26,7 +26,7 @@ pub mod uri;
 
 pub use channel::IoChannel;
 pub use io::{BdevIo, IoCompletion, IoDone, IoError, IoRequest, IoSlot, IoType, SubmitError};
-pub use registry::{BdevDesc, BdevError, BdevInfo, BdevRegistry, IoPoolConfig};
+pub use registry::{BdevDesc, BdevError, BdevInfo, BdevRegistry, IoPoolConfig, StatsReset};
 pub use stats::{IoStats, LATENCY_BUCKETS, OpStats, latency_bucket_bounds_ns};
 pub use uri::{BdevKind, BdevSpec, UriError};
 

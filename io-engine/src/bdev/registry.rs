@@ -195,7 +195,10 @@ impl BdevRegistry {
                 open,
             });
         }
-        devices.remove(name);
+        let removed = devices.remove(name);
+        drop(devices);
+        // The device's memory is released here, outside the lock.
+        drop(removed);
         tracing::info!(name, "device destroyed");
         Ok(())
     }
@@ -229,26 +232,44 @@ impl BdevRegistry {
         self.devices().get(name).map(|e| e.stats.snapshot())
     }
 
-    /// Zeroes the calling core's IO counters of device `name`, or of every
-    /// device. Each core zeroes its own (the single-writer rule): call it on
-    /// every reactor, and once off them for the threads without a core.
-    pub fn reset_local_io_stats(&self, name: Option<&str>) -> Result<(), BdevError> {
-        let slot = crate::env::core_slot::current();
+    /// The counters of device `name`, or of every device, for a reset: the
+    /// handle goes to each reactor, which zeroes its own entries without
+    /// touching the registry's lock.
+    pub fn stats_reset(&self, name: Option<&str>) -> Result<StatsReset, BdevError> {
         let devices = self.devices();
-        match name {
-            Some(n) => devices
-                .get(n)
-                .ok_or_else(|| BdevError::NotFound(n.into()))?
-                .stats
-                .reset(slot),
-            None => devices.values().for_each(|e| e.stats.reset(slot)),
-        }
-        Ok(())
+        let entries = match name {
+            Some(n) => vec![
+                devices
+                    .get(n)
+                    .ok_or_else(|| BdevError::NotFound(n.into()))?
+                    .clone(),
+            ],
+            None => devices.values().cloned().collect(),
+        };
+        Ok(StatsReset { entries })
     }
 
     /// Counters of the shared IO object pool.
     pub fn io_pool_stats(&self) -> PoolStats {
         self.io_pool.stats()
+    }
+}
+
+/// Device counters to zero, one core at a time (see
+/// [`BdevRegistry::stats_reset`]). Cheap to clone.
+#[derive(Clone)]
+pub struct StatsReset {
+    entries: Vec<Arc<Entry>>,
+}
+
+impl StatsReset {
+    /// Zeroes the calling thread's entries: a reactor's own, or, off the
+    /// reactors, the one shared by threads without a core slot.
+    pub fn reset_local(&self) {
+        let slot = crate::env::core_slot::current();
+        for e in &self.entries {
+            e.stats.reset(slot);
+        }
     }
 }
 
@@ -279,8 +300,8 @@ impl BdevDesc {
         &self.entry.stats
     }
 
-    pub(super) fn io_pool(&self) -> &ObjectPool<IoSlot> {
-        &self.io_pool
+    pub(super) fn io_pool_arc(&self) -> Arc<ObjectPool<IoSlot>> {
+        self.io_pool.clone()
     }
 }
 

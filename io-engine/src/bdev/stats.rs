@@ -54,6 +54,9 @@ struct OpCounters {
 pub(super) struct CoreCounters {
     /// Several threads write this entry (threads without a slot).
     shared: bool,
+    /// `tsc::ticks_to_ns_fast`'s factor, kept here so the data path reads
+    /// no global.
+    ns_per_tick: u64,
     ops: [OpCounters; 5],
     submitted: AtomicU64,
     completed: AtomicU64,
@@ -63,6 +66,7 @@ impl CoreCounters {
     fn new(shared: bool) -> Self {
         CoreCounters {
             shared,
+            ns_per_tick: tsc::ns_per_tick_fixed(),
             ops: Default::default(),
             submitted: AtomicU64::new(0),
             completed: AtomicU64::new(0),
@@ -96,7 +100,8 @@ impl CoreCounters {
         self.add(&o.ops, 1);
         self.add(&o.bytes, bytes);
         self.add(&o.lat_total, ticks);
-        self.add(&o.hist[bucket(tsc::ticks_to_ns_fast(ticks))], 1);
+        let ns = ((ticks as u128 * self.ns_per_tick as u128) >> 32) as u64;
+        self.add(&o.hist[bucket(ns)], 1);
         if self.shared {
             o.lat_min.fetch_max(!ticks, Ordering::Relaxed);
             o.lat_max.fetch_max(ticks, Ordering::Relaxed);

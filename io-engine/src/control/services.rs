@@ -294,7 +294,7 @@ impl pb::perf_service_server::PerfService for Services {
             } else {
                 r.queue_depth
             },
-            read_percent: r.read_percent,
+            read_percent: r.read_percent.unwrap_or(50),
             verify: r.verify,
             seconds: r.seconds,
         };

@@ -1,5 +1,5 @@
-//! Errors become gRPC statuses here, and only here: one table from the
-//! engine's error kinds to status codes, the message saying what was wrong.
+//! The engine's errors become gRPC statuses here, and only here: one table
+//! from error kinds to status codes, the message saying what was wrong.
 //!
 //! Thread: the control-plane runtime.
 

@@ -100,24 +100,16 @@ impl Engine {
     /// reactor zeroes its own counters (a message to each), then the
     /// calling thread those of the threads without a core.
     pub async fn reset_io_stats(&self, name: Option<String>) -> Result<(), BdevError> {
-        if let Some(n) = &name
-            && self.registry.get(n).is_none()
-        {
-            return Err(BdevError::NotFound(n.clone()));
-        }
+        let reset = self.registry.stats_reset(name.as_deref())?;
         for core in 0..self.reactors.len() {
-            let (registry, name) = (self.registry.clone(), name.clone());
-            let reply = self
-                .reactors
-                .run_on(core, move || registry.reset_local_io_stats(name.as_deref()));
-            match reply.await {
-                Ok(r) => r?,
-                // The device vanished meanwhile, or the reactor is stopping:
-                // nothing left to reset there.
-                Err(e) => tracing::warn!("reset of IO counters on reactor {core}: {e}"),
+            let r = reset.clone();
+            if let Err(e) = self.reactors.run_on(core, move || r.reset_local()).await {
+                // Only while the reactors stop: nothing left to reset there.
+                tracing::warn!("reset of IO counters on reactor {core}: {e}");
             }
         }
-        self.registry.reset_local_io_stats(name.as_deref())
+        reset.reset_local();
+        Ok(())
     }
 
     /// Stops the reactors. Callers drain their workloads first.

@@ -1,9 +1,13 @@
-//! CPU pinning: binds the calling thread to one CPU, and tells which CPU a
-//! thread is on. Reactors pin themselves with [`pin_current_thread`] when
-//! they start; the set of CPUs they may choose from is
-//! [`allowed_cpus`](super::cores::allowed_cpus).
+//! CPU pinning: binds the calling thread to one CPU or confines it to a
+//! set, and tells which CPU a thread is on.
 //!
 //! Thread: any. Each call acts on the calling thread only.
+//!
+//! Reactors pin themselves with [`pin_current_thread`] when they start; the
+//! set of CPUs they may choose from is
+//! [`allowed_cpus`](super::cores::allowed_cpus). The daemon's control-plane
+//! threads confine themselves to the CPUs left over with
+//! [`confine_current_thread`].
 
 use rustix::thread::{CpuSet, sched_getcpu, sched_setaffinity};
 use thiserror::Error;

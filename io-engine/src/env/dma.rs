@@ -1,5 +1,6 @@
-//! DMA memory: regions a DMA engine may read and write, and their IOVA (the
-//! address a device uses for them).
+//! DMA memory: regions a DMA engine may read and write, their IOVA (the
+//! address a device uses for them), and [`check_memory`], which refuses a
+//! region that cannot be had before anything is mapped.
 //!
 //! Thread: any. A region may be created, used and dropped on any thread.
 //!

@@ -1,5 +1,7 @@
 //! Environment: what every layer stands on. Core sets and CPU pinning,
-//! hugepage-backed DMA memory and its IOVA, and the cycle clock.
+//! core slots (a unique number per data-path thread), hugepage-backed DMA
+//! memory, its IOVA and the memory check before mapping it, and the cycle
+//! clock.
 //!
 //! Thread: any. Nothing here keeps per-core state.
 

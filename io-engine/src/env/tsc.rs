@@ -29,8 +29,9 @@ pub fn ticks_per_sec() -> u64 {
     *HZ.get_or_init(calibrate)
 }
 
-/// Nanoseconds per tick as a 32.32 fixed-point factor.
-fn ns_per_tick_fixed() -> u64 {
+/// Nanoseconds per tick as a 32.32 fixed-point factor:
+/// `ns = ticks * factor >> 32`.
+pub fn ns_per_tick_fixed() -> u64 {
     static MULT: OnceLock<u64> = OnceLock::new();
     *MULT.get_or_init(|| ((1_000_000_000u128 << 32) / ticks_per_sec() as u128) as u64)
 }

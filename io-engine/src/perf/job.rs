@@ -51,8 +51,9 @@ pub(super) struct JobSpec {
     pub(super) job_index: u32,
     pub(super) jobs_on_device: u32,
     pub(super) seed: u64,
-    /// The job ends early when this changes (`perf::cancel_all`).
-    pub(super) epoch: &'static AtomicU64,
+    /// The cancellation epoch and its value when the run began: the job
+    /// ends early once it changes (`perf::cancel_all`).
+    pub(super) epoch: (&'static AtomicU64, u64),
 }
 
 /// Counters the main thread reads while the job runs (single writer).
@@ -99,8 +100,7 @@ struct VerifySlot {
 pub(super) struct Job {
     ch: IoChannel,
     spec: JobSpec,
-    /// The cancellation epoch when the job started.
-    epoch: u64,
+
     units: u64,
     rng: Cell<u64>,
     seq_next: Cell<u64>,
@@ -117,10 +117,27 @@ pub(super) struct Job {
     miscompares: Cell<u64>,
     verify_slots: RefCell<Vec<VerifySlot>>,
     progress: Arc<Progress>,
-    done: RefCell<Option<tokio::sync::oneshot::Sender<JobResult>>>,
     /// The pool the queue slots' buffers came from; they return to it
     /// before the job drops.
     bufs: BufPool,
+    /// Last field, so it drops last: the result goes out only once the
+    /// channel (first field) has let go of the device, so whoever gets it
+    /// may destroy the device at once.
+    done: Reporter,
+}
+
+/// Sends the job's result when dropped.
+struct Reporter {
+    result: Cell<Option<JobResult>>,
+    tx: Cell<Option<tokio::sync::oneshot::Sender<JobResult>>>,
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        if let (Some(r), Some(tx)) = (self.result.take(), self.tx.take()) {
+            let _ = tx.send(r);
+        }
+    }
 }
 
 impl Job {
@@ -140,7 +157,6 @@ impl Job {
         let qd = spec.queue_depth;
         let job = Rc::new(Job {
             ch,
-            epoch: spec.epoch.load(Ordering::Acquire),
             units,
             rng: Cell::new(spec.seed | 1),
             seq_next: Cell::new(0),
@@ -157,7 +173,10 @@ impl Job {
             miscompares: Cell::new(0),
             verify_slots: RefCell::new(vec![VerifySlot::default(); qd as usize]),
             progress,
-            done: RefCell::new(Some(tx)),
+            done: Reporter {
+                result: Cell::new(None),
+                tx: Cell::new(Some(tx)),
+            },
             spec,
             bufs,
         });
@@ -237,7 +256,7 @@ impl Job {
             // The job builds only valid requests; a refusal is a bug worth
             // reporting as a failure, not a crash.
             self.failed.set(self.failed.get() + 1);
-            eprintln!("bdev-perf: IO refused: {e}");
+            tracing::error!("perf job: IO refused: {e}");
             self.retire();
         }
     }
@@ -281,18 +300,18 @@ impl Job {
     /// Whether to start another IO: before the deadline, and not cancelled.
     #[inline(always)]
     fn running(&self, now: u64) -> bool {
-        now < self.end_tsc.get() && self.spec.epoch.load(Ordering::Relaxed) == self.epoch
+        let (epoch, started) = self.spec.epoch;
+        now < self.end_tsc.get() && epoch.load(Ordering::Relaxed) == started
     }
 
-    /// One queue slot is done for good; the last one reports the result.
+    /// One queue slot is done for good; the last one records the result,
+    /// which goes out when the job drops (see `done`).
     fn retire(&self) {
         let left = self.outstanding.get() - 1;
         self.outstanding.set(left);
-        if left == 0
-            && let Some(tx) = self.done.borrow_mut().take()
-        {
+        if left == 0 {
             let ios = self.ios.get();
-            let _ = tx.send(JobResult {
+            self.done.result.set(Some(JobResult {
                 ios,
                 bytes: self.bytes.get(),
                 elapsed_ticks: self.last_tsc.get() - self.start_tsc.get(),
@@ -301,7 +320,7 @@ impl Job {
                 lat_max_ticks: self.lat_max.get(),
                 failed: self.failed.get(),
                 miscompares: self.miscompares.get(),
-            });
+            }));
         }
     }
 }

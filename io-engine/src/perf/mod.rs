@@ -98,6 +98,8 @@ pub fn start(
     registry: &BdevRegistry,
     spec: &PerfSpec,
 ) -> Result<RunningPerf, PerfError> {
+    // Taken first: a cancel while the jobs are being set up ends them too.
+    let epoch = EPOCH.load(Ordering::Acquire);
     let invalid = |m: String| Err(PerfError::Invalid(m));
     if spec.bdevs.is_empty() {
         return invalid("no device given".into());
@@ -186,7 +188,7 @@ pub fn start(
                 job_index: job_index as u32,
                 jobs_on_device: cores.len() as u32,
                 seed: 0x5eed_0000 + (core * 131 + d) as u64,
-                epoch: &EPOCH,
+                epoch: (&EPOCH, epoch),
             };
             let progress = Arc::new(Progress::default());
             let bdev = desc.bdev().name().to_string();

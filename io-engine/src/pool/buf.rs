@@ -10,7 +10,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::{ObjectPool, PoolConfig, PoolError, Pooled};
-use crate::env::dma::{DmaError, DmaRegion};
+use crate::env::dma::{DmaError, DmaRegion, check_memory};
 
 /// One buffer's place in its DMA region.
 pub struct DmaChunk {
@@ -126,6 +126,7 @@ impl BufPool {
                 align: BUF_ALIGN,
             });
         }
+        check_memory(total)?;
         let region = Arc::new(DmaRegion::alloc(total)?);
         let base = region.as_ptr();
         let pool = ObjectPool::new(config, |i| {

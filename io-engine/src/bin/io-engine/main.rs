@@ -3,9 +3,9 @@
 //! until SIGTERM or SIGINT.
 //!
 //! Thread: `main` parses flags, starts the engine and then runs the
-//! control-plane runtime (a small tokio runtime, not pinned to the reactor
-//! cores) that serves gRPC and /metrics. The data plane runs on the
-//! reactors.
+//! control-plane runtime (a small tokio runtime, confined to the CPUs the
+//! reactors leave free, sharing theirs when they take every CPU) that
+//! serves gRPC and /metrics. The data plane runs on the reactors.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -198,7 +198,9 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
     );
 
     let clean = runtime.block_on(serve(engine.clone(), grpc, metrics));
-    drop(runtime);
+    // Blocking work still running (a device being mapped) gets the rest of
+    // the drain time, not more.
+    runtime.shutdown_timeout(Duration::from_millis(300));
 
     // Release the devices, then stop the reactors.
     for info in engine.registry().list() {
