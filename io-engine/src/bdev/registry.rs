@@ -125,6 +125,10 @@ impl BdevInfo {
 pub struct BdevRegistry {
     devices: Mutex<BTreeMap<String, Arc<Entry>>>,
     io_pool: Arc<ObjectPool<IoSlot>>,
+    /// Held while a device's memory is checked and mapped, so two creates
+    /// are never both checked against the same free memory. Lookups do not
+    /// wait for it.
+    building: Mutex<()>,
 }
 
 impl BdevRegistry {
@@ -137,6 +141,7 @@ impl BdevRegistry {
         Ok(BdevRegistry {
             devices: Mutex::new(BTreeMap::new()),
             io_pool: Arc::new(io_pool),
+            building: Mutex::new(()),
         })
     }
 
@@ -149,6 +154,7 @@ impl BdevRegistry {
     /// Creates a device from its URI.
     pub fn create(&self, uri_text: &str) -> Result<BdevInfo, BdevError> {
         let spec = uri::parse(uri_text)?;
+        let _building = self.building.lock().unwrap_or_else(|e| e.into_inner());
         // Check the name before allocating (a malloc device may be large).
         if self.devices().contains_key(&spec.name) {
             return Err(BdevError::Exists(spec.name));
