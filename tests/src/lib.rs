@@ -3,6 +3,12 @@
 //!
 //! Thread: the test threads. [`bin`] builds each binary at most once per test
 //! process, behind a mutex, so tests running in parallel share one build.
+//!
+//! [`daemon`] runs the `io-engine` daemon under test; [`http`] is the tiny
+//! HTTP client the tests read `/metrics` and Prometheus's API with.
+
+pub mod daemon;
+pub mod http;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -123,20 +129,45 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    let bin = bin.as_ref();
-    let args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
-    let shown = std::iter::once(bin.as_os_str())
-        .chain(args.iter().map(OsString::as_os_str))
+    let mut cmd = Command::new(bin.as_ref());
+    cmd.args(args);
+    output_with_timeout(cmd, timeout)
+}
+
+/// Runs a prepared command (arguments, environment, directory as set on it),
+/// stdin closed, and returns its status and output; kills it and panics if it
+/// runs longer than `timeout`, showing what it printed so far.
+pub fn output_with_timeout(cmd: Command, timeout: Duration) -> Output {
+    output_with_input(cmd, None, timeout)
+}
+
+/// [`output_with_timeout`] feeding `input` on stdin (then closing it), or
+/// with stdin closed for `None`.
+pub fn output_with_input(mut cmd: Command, input: Option<Vec<u8>>, timeout: Duration) -> Output {
+    let shown = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
         .map(|a| a.to_string_lossy())
         .collect::<Vec<_>>()
         .join(" ");
-    let mut child = Command::new(bin)
-        .args(&args)
-        .stdin(Stdio::null())
+    let stdin = if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
+    let mut child = cmd
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start `{shown}`: {e}"));
+    // Feed stdin from its own thread: a child that does not read it must not
+    // block the wait below. A child that exits early closes the pipe, which
+    // ends the write with an error that does not matter here.
+    let feeder = child.stdin.take().zip(input).map(|(mut pipe, input)| {
+        std::thread::spawn(move || {
+            let _ = std::io::Write::write_all(&mut pipe, &input);
+        })
+    });
     // Drain both pipes while waiting, so a chatty child never blocks on a full pipe.
     let stdout = drain(child.stdout.take());
     let stderr = drain(child.stderr.take());
@@ -160,6 +191,10 @@ where
             }
         }
     };
+    if let Some(feeder) = feeder {
+        // The child has exited, so its end of the pipe is closed.
+        let _ = feeder.join();
+    }
     Output {
         status,
         stdout: join(stdout),
@@ -290,6 +325,15 @@ mod tests {
         assert_eq!(out.status.code(), Some(3));
         assert_eq!(out.stdout, b"out\n");
         assert_eq!(out.stderr, b"err\n");
+    }
+
+    #[test]
+    fn input_reaches_stdin() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "tr a-z A-Z"]);
+        let out = output_with_input(cmd, Some(b"piped\n".to_vec()), DEFAULT_TIMEOUT);
+        assert!(out.status.success());
+        assert_eq!(out.stdout, b"PIPED\n");
     }
 
     #[test]

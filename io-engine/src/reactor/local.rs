@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::Duration;
 
+use super::fds::Fds;
 use super::{Message, PollMode, Shared, panic_message, run_job};
 use crate::env::core_slot::SlotClaim;
 use crate::env::tsc;
@@ -57,6 +58,7 @@ impl Drop for PollerHandle {
 
 struct Local {
     shared: Arc<Shared>,
+    fds: Fds,
     /// Pollers run each round. Taken out while they run, so a poller may
     /// register another; additions land in `added`.
     pollers: RefCell<Vec<PollerEntry>>,
@@ -159,9 +161,10 @@ pub async fn yield_now() {
 const MESSAGES_PER_ROUND: usize = 128;
 
 /// The reactor loop; returns when the group asks it to stop.
-pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim) {
+pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim, fds: Fds) {
     let local = Rc::new(Local {
         shared: shared.clone(),
+        fds,
         pollers: RefCell::new(Vec::new()),
         added: RefCell::new(Vec::new()),
         ready: RefCell::new(VecDeque::new()),
@@ -198,6 +201,9 @@ pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim) {
         }
         busy |= handled > 0;
 
+        if local.fds.any() {
+            busy |= local.fds.poll(Duration::ZERO, &shared.wake);
+        }
         busy |= local.run_pollers();
         busy |= local.run_ready();
 
@@ -209,7 +215,7 @@ pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim) {
         } else if let Some(threshold) = idle_before_sleep
             && now - last_busy > threshold
         {
-            sleep(&shared, sleep_for);
+            sleep(&local, sleep_for);
             let woke = tsc::now();
             counters.slept(woke - last);
             last = woke;
@@ -223,15 +229,23 @@ pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim) {
     drop(slot);
 }
 
-/// Parks the reactor for up to `max`, unless a message is already queued.
-fn sleep(shared: &Shared, max: Duration) {
+/// Sleeps in epoll_wait for up to `max`, unless a message is already
+/// queued: a message (its sender writes the wake-up eventfd), a registered
+/// fd becoming ready, or the timeout ends the sleep.
+fn sleep(local: &Local, max: Duration) {
+    let shared = &local.shared;
     shared.sleeping.store(true, Ordering::Relaxed);
     // Pairs with the fence in `Shared::post`.
     fence(Ordering::SeqCst);
     if shared.queue.is_empty() && !shared.stop.load(Ordering::Acquire) {
-        std::thread::park_timeout(max);
+        local.fds.poll(max, &shared.wake);
     }
     shared.sleeping.store(false, Ordering::Relaxed);
+}
+
+/// Runs `f` on the calling reactor's fd set, if the thread is a reactor.
+pub(super) fn with_fds<R>(f: impl FnOnce(&Fds) -> R) -> Option<R> {
+    with_local(|l| f(&l.fds))
 }
 
 impl Local {

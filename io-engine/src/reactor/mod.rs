@@ -16,9 +16,11 @@
 //! and wakes at once when a message arrives (or after its sleep interval, to
 //! run pollers again).
 
+mod fds;
 mod local;
 mod stats;
 
+pub use fds::{FdHandler, FdRegistration, Interest, Readiness, register_fd};
 pub use local::{Poll, PollerHandle, current_core, register_poller, spawn_local, yield_now};
 pub use stats::ReactorStats;
 
@@ -28,7 +30,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering, fence};
 use std::sync::{Arc, OnceLock};
 use std::task::Context;
-use std::thread::{JoinHandle, Thread};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_queue::SegQueue;
@@ -121,7 +123,8 @@ struct Shared {
     queue: SegQueue<Message>,
     sleeping: AtomicBool,
     stop: AtomicBool,
-    thread: OnceLock<Thread>,
+    /// Written to wake the reactor from a sleep (it sleeps in epoll_wait).
+    wake: std::os::fd::OwnedFd,
     /// The core slot the reactor holds (set before it reports ready).
     slot: OnceLock<u32>,
     counters: Counters,
@@ -133,10 +136,9 @@ impl Shared {
         // Pairs with the fence in `local::sleep`: either the reactor sees
         // the message before sleeping, or we see it asleep and wake it.
         fence(Ordering::SeqCst);
-        if self.sleeping.load(Ordering::Relaxed)
-            && let Some(t) = self.thread.get()
-        {
-            t.unpark();
+        if self.sleeping.load(Ordering::Relaxed) {
+            // A full counter (never, in practice) is as good as a wake-up.
+            let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
         }
     }
 }
@@ -151,11 +153,22 @@ impl Reactors {
     /// Starts one reactor per core of `cores`, each pinned to its core.
     /// Returns once every reactor runs its loop.
     pub fn start(cores: &CoreSet, mode: PollMode) -> Result<Reactors, ReactorError> {
+        // Calibrate the clock here, once, rather than on a reactor's first
+        // round after it has reported ready.
+        crate::env::tsc::ticks_per_sec();
         let mut group = Reactors {
             shared: Vec::new(),
             threads: Vec::new(),
         };
         for (index, &cpu) in cores.cpus().iter().enumerate() {
+            let wake = rustix::event::eventfd(
+                0,
+                rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+            )
+            .map_err(|e| ReactorError::Start {
+                cpu,
+                reason: format!("eventfd: {e}"),
+            })?;
             let shared = Arc::new(Shared {
                 index,
                 cpu,
@@ -163,7 +176,7 @@ impl Reactors {
                 queue: SegQueue::new(),
                 sleeping: AtomicBool::new(false),
                 stop: AtomicBool::new(false),
-                thread: OnceLock::new(),
+                wake,
                 slot: OnceLock::new(),
                 counters: Counters::default(),
             });
@@ -174,14 +187,17 @@ impl Reactors {
                 .spawn(move || {
                     let setup = affinity::pin_current_thread(cpu)
                         .map_err(|e| e.to_string())
-                        .and_then(|()| crate::env::core_slot::claim().map_err(|e| e.to_string()));
+                        .and_then(|()| crate::env::core_slot::claim().map_err(|e| e.to_string()))
+                        .and_then(|slot| {
+                            fds::Fds::new(&s.wake)
+                                .map(|fds| (slot, fds))
+                                .map_err(|e| format!("epoll: {e}"))
+                        });
                     match setup {
-                        Ok(slot) => {
-                            // Before anyone can post: senders unpark this thread.
-                            let _ = s.thread.set(std::thread::current());
+                        Ok((slot, fds)) => {
                             let _ = s.slot.set(slot.slot());
                             let _ = ready_tx.send(Ok(()));
-                            local::run(s, slot);
+                            local::run(s, slot, fds);
                         }
                         Err(e) => {
                             let _ = ready_tx.send(Err(e));

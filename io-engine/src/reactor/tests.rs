@@ -172,3 +172,65 @@ fn a_sleeping_adaptive_reactor_wakes_promptly_on_a_message() {
         "slowest wake-up {worst:?}"
     );
 }
+
+#[test]
+fn a_sleeping_reactor_wakes_promptly_when_a_registered_fd_is_ready() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+
+    struct Echo {
+        sock: Rc<UnixStream>,
+        seen: Rc<Cell<u32>>,
+    }
+    impl FdHandler for Echo {
+        fn on_ready(&self, ready: Readiness) {
+            if ready.readable {
+                let mut b = [0u8; 64];
+                if let Ok(n) = (&*self.sock).read(&mut b)
+                    && n > 0
+                {
+                    let _ = (&*self.sock).write_all(&b[..n]);
+                    self.seen.set(self.seen.get() + 1);
+                }
+            }
+        }
+    }
+
+    let mode = PollMode::Adaptive {
+        idle_before_sleep: Duration::from_micros(50),
+        sleep: Duration::from_millis(500),
+    };
+    let r = Reactors::start(&all_cores(), mode).unwrap();
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    theirs.set_nonblocking(true).unwrap();
+    r.run_on(0, move || {
+        let sock = Rc::new(theirs);
+        let echo = Rc::new(Echo {
+            sock: sock.clone(),
+            seen: Rc::new(Cell::new(0)),
+        });
+        let weak: std::rc::Weak<dyn FdHandler> = Rc::downgrade(&echo) as _;
+        let reg = register_fd(sock, Interest::READ, weak).unwrap();
+        // Kept alive by a poller for the reactor's life.
+        let keep = (echo, reg);
+        std::mem::forget(register_poller("keep", move || {
+            let _ = &keep;
+            Poll::Idle
+        }));
+    })
+    .wait()
+    .unwrap();
+    ours.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut worst = Duration::ZERO;
+    for i in 0..5u8 {
+        std::thread::sleep(Duration::from_millis(30)); // let it fall asleep
+        let t = Instant::now();
+        ours.write_all(&[i; 16]).unwrap();
+        let mut back = [0u8; 16];
+        ours.read_exact(&mut back).unwrap();
+        assert_eq!(back, [i; 16]);
+        worst = worst.max(t.elapsed());
+    }
+    // The reactor sleeps up to 500 ms at a time: readiness must end it.
+    assert!(worst < Duration::from_millis(100), "slowest echo {worst:?}");
+}

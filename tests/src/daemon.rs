@@ -1,0 +1,443 @@
+//! The `io-engine` daemon under test: started on kernel-chosen ports of
+//! 127.0.0.1, found by its `io-engine serving` log line, driven through gRPC
+//! and `io-engine-ctl`, and always killed at the end of its test.
+//!
+//! Thread: the test threads. A [`Daemon`] owns one background thread that
+//! drains the daemon's stderr into a shared buffer (so the daemon never
+//! blocks on a full pipe and the test can read its log).
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, ChildStderr, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal};
+use tonic::transport::{Channel, Endpoint};
+
+use crate::{available_cpus, bin, bin_in, output_with_timeout};
+
+/// Longest wait for the daemon's `io-engine serving` line.
+pub const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest wait for the daemon to exit after a signal before it is killed
+/// and the test fails.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest a run of `io-engine-ctl` may take.
+pub const CTL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Longest a daemon expected to fail at start may run.
+pub const FAIL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Per-request deadline of [`Daemon::channel`].
+pub const RPC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Longest wait for a gRPC connection.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The package of the CLI.
+pub const CTL_PACKAGE: &str = "io-engine-ctl";
+
+/// The release build of the daemon, built first if needed.
+pub fn daemon_bin() -> PathBuf {
+    bin("io-engine")
+}
+
+/// The release build of `io-engine-ctl`, built first if needed.
+pub fn ctl_bin() -> PathBuf {
+    bin_in(CTL_PACKAGE, "io-engine-ctl")
+}
+
+/// Flags that keep a test daemon cheap: adaptive polling (reactors sleep
+/// when idle) on one core, the first CPU this process may use.
+pub fn quiet_args() -> Vec<String> {
+    let cpu = available_cpus()[0];
+    vec![
+        "--poll-mode".into(),
+        "adaptive".into(),
+        "-l".into(),
+        cpu.to_string(),
+    ]
+}
+
+/// A command for `program` whose environment has no `IO_ENGINE_*` variable
+/// of the test process (they would change the flags' defaults) and logs at
+/// info level.
+fn clean_command(program: impl AsRef<OsStr>) -> Command {
+    let mut cmd = Command::new(program);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("IO_ENGINE_") {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.env("RUST_LOG", "info");
+    cmd
+}
+
+/// Runs the daemon with exactly `args` and `env` (nothing added) until it
+/// exits, for flags that must make it fail at start; kills it and panics if
+/// it runs longer than [`FAIL_TIMEOUT`]. Returns its output and how long it ran.
+pub fn run_daemon_to_exit<I, S>(args: I, env: &[(&str, &str)]) -> (Output, Duration)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut cmd = clean_command(daemon_bin());
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let started = Instant::now();
+    let out = output_with_timeout(cmd, FAIL_TIMEOUT);
+    (out, started.elapsed())
+}
+
+/// A running daemon. Dropping it kills the process (SIGKILL) if it still
+/// runs, so no test leaves one behind, even when it fails.
+pub struct Daemon {
+    child: Child,
+    grpc: SocketAddr,
+    metrics: SocketAddr,
+    log: Arc<Mutex<String>>,
+    exited: Option<ExitStatus>,
+}
+
+impl Daemon {
+    /// Starts the daemon with `--grpc-addr 127.0.0.1:0 --metrics-addr
+    /// 127.0.0.1:0 --log-format json` and then `args`, and waits (at most
+    /// [`START_TIMEOUT`]) for its serving line. Panics, with its stderr, if it
+    /// exits or stays silent before that.
+    pub fn start<I, S>(args: I) -> Daemon
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        Self::start_with_env(args, &[])
+    }
+
+    /// [`Daemon::start`] with [`quiet_args`] before `args`.
+    pub fn start_quiet<I, S>(args: I) -> Daemon
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut all: Vec<std::ffi::OsString> = quiet_args().into_iter().map(Into::into).collect();
+        all.extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        Self::start(all)
+    }
+
+    /// [`Daemon::start`] with extra environment variables.
+    pub fn start_with_env<I, S>(args: I, env: &[(&str, &str)]) -> Daemon
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        // Build the CLI now too: a build in the middle of a test (while a perf
+        // run holds a device, say) would upset its timing.
+        ctl_bin();
+        let mut cmd = clean_command(daemon_bin());
+        cmd.args([
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let shown = format!("{cmd:?}");
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
+        let log = Arc::new(Mutex::new(String::new()));
+        let lines = drain_stderr(child.stderr.take().expect("stderr is piped"), log.clone());
+        // From here on a panic must not leave the child running.
+        let mut guard = KillOnDrop(Some(child));
+        let (grpc, metrics) = match wait_for_serving(&lines) {
+            Ok(addrs) => addrs,
+            Err(why) => {
+                let child = guard.0.as_mut().expect("the child is held");
+                let status = wait_timeout(child, Duration::from_secs(2));
+                let _ = child.kill();
+                let _ = child.wait();
+                let text = log.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                panic!(
+                    "io-engine did not start ({why}; exit status {status:?})\n\
+                     command: {shown}\n--- stderr ---\n{text}"
+                );
+            }
+        };
+        let child = guard.0.take().expect("the child is held");
+        Daemon {
+            child,
+            grpc,
+            metrics,
+            log,
+            exited: None,
+        }
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The bound gRPC address.
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc
+    }
+
+    /// The bound metrics address.
+    pub fn metrics_addr(&self) -> SocketAddr {
+        self.metrics
+    }
+
+    /// `http://127.0.0.1:PORT` of the gRPC API.
+    pub fn grpc_endpoint(&self) -> String {
+        format!("http://{}", self.grpc)
+    }
+
+    /// `http://127.0.0.1:PORT/metrics`.
+    pub fn metrics_url(&self) -> String {
+        format!("http://{}/metrics", self.metrics)
+    }
+
+    /// What the daemon wrote on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// A gRPC channel to the daemon; each request has a [`RPC_TIMEOUT`]
+    /// deadline.
+    pub async fn channel(&self) -> Channel {
+        self.channel_with_timeout(RPC_TIMEOUT).await
+    }
+
+    /// A gRPC channel whose requests have a deadline of `timeout`.
+    pub async fn channel_with_timeout(&self, timeout: Duration) -> Channel {
+        let endpoint = Endpoint::from_shared(self.grpc_endpoint())
+            .expect("a valid URL")
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(timeout);
+        match tokio::time::timeout(CONNECT_TIMEOUT * 2, endpoint.connect()).await {
+            Ok(Ok(channel)) => channel,
+            Ok(Err(e)) => panic!(
+                "cannot connect to {}: {e:?}\n--- daemon stderr ---\n{}",
+                self.grpc_endpoint(),
+                self.stderr()
+            ),
+            Err(_) => panic!("no connection to {} within 10 s", self.grpc_endpoint()),
+        }
+    }
+
+    /// Runs `io-engine-ctl --endpoint URL ARGS...` (at most [`CTL_TIMEOUT`])
+    /// and returns its output.
+    pub fn ctl<I, S>(&self, args: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = clean_command(ctl_bin());
+        cmd.arg("--endpoint").arg(self.grpc_endpoint()).args(args);
+        output_with_timeout(cmd, CTL_TIMEOUT)
+    }
+
+    /// The daemon's resident set size (VmRSS in /proc/PID/status), KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let path = format!("/proc/{}/status", self.pid());
+        let status =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no VmRSS in {path}:\n{status}"))
+    }
+
+    /// Sends `signal` to the daemon.
+    pub fn signal(&self, signal: Signal) {
+        assert!(self.exited.is_none(), "the daemon has already exited");
+        let pid = Pid::from_raw(self.pid() as i32).expect("a child's pid is positive");
+        // The child is not reaped yet (`exited` is unset), so the pid is still ours.
+        rustix::process::kill_process(pid, signal)
+            .unwrap_or_else(|e| panic!("cannot send {signal:?} to io-engine: {e}"));
+    }
+
+    /// Sends SIGTERM and waits (at most [`STOP_TIMEOUT`]) for the daemon to
+    /// exit: its exit status and how long the exit took.
+    pub fn terminate(&mut self) -> (ExitStatus, Duration) {
+        self.stop_with(Signal::TERM)
+    }
+
+    /// Sends `signal` and waits (at most [`STOP_TIMEOUT`]) for the daemon to
+    /// exit; kills it and panics, with its stderr, if it does not.
+    pub fn stop_with(&mut self, signal: Signal) -> (ExitStatus, Duration) {
+        let started = Instant::now();
+        self.signal(signal);
+        match wait_timeout(&mut self.child, STOP_TIMEOUT) {
+            Some(status) => {
+                self.exited = Some(status);
+                (status, started.elapsed())
+            }
+            None => {
+                let _ = self.child.kill();
+                self.exited = self.child.wait().ok();
+                panic!(
+                    "io-engine still ran {STOP_TIMEOUT:?} after {signal:?} and was killed\n\
+                     --- stderr ---\n{}",
+                    self.stderr()
+                );
+            }
+        }
+    }
+
+    /// Whether the process is still running (not exited).
+    pub fn is_running(&mut self) -> bool {
+        if self.exited.is_some() {
+            return false;
+        }
+        match self.child.try_wait() {
+            Ok(Some(status)) => {
+                self.exited = Some(status);
+                false
+            }
+            _ => true,
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.exited.is_none() {
+            // It may have exited by itself; either way it is reaped here.
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- io-engine (gRPC {}) stderr ---\n{}",
+                self.grpc,
+                self.stderr()
+            );
+        }
+    }
+}
+
+/// Kills the child it holds when dropped (a start that panicked).
+struct KillOnDrop(Option<Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Polls `child` until it exits or `timeout` passes.
+fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            _ => return None,
+        }
+    }
+}
+
+/// Appends every stderr line to `log` and sends it on the returned channel
+/// (until the receiver is gone); the channel closes at end of file.
+fn drain_stderr(stderr: ChildStderr, log: Arc<Mutex<String>>) -> Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stderr);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    log.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push_str(&line);
+                    let _ = tx.send(line.trim_end().to_owned());
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// Reads log lines until the serving line and returns its gRPC and metrics
+/// addresses.
+fn wait_for_serving(lines: &Receiver<String>) -> Result<(SocketAddr, SocketAddr), String> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(addrs) = serving_addresses(&line)? {
+                    return Ok(addrs);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                return Err(format!("no serving line within {START_TIMEOUT:?}"));
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err("stderr closed before the serving line".into());
+            }
+        }
+    }
+}
+
+/// The addresses in a JSON `io-engine serving` log line; `None` for any
+/// other line.
+pub fn serving_addresses(line: &str) -> Result<Option<(SocketAddr, SocketAddr)>, String> {
+    let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+        return Ok(None);
+    };
+    let fields = &event["fields"];
+    if fields["message"] != "io-engine serving" {
+        return Ok(None);
+    }
+    let addr = |key: &str| -> Result<SocketAddr, String> {
+        fields[key]
+            .as_str()
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| format!("the serving line has no {key} address: {line}"))
+    };
+    Ok(Some((addr("grpc")?, addr("metrics")?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_serving_line_gives_both_addresses() {
+        let line = r#"{"timestamp":"t","level":"INFO","fields":{"message":"io-engine serving","grpc":"127.0.0.1:1234","metrics":"127.0.0.1:5678","devices":0},"target":"io_engine"}"#;
+        let (grpc, metrics) = serving_addresses(line).unwrap().unwrap();
+        assert_eq!(grpc.port(), 1234);
+        assert_eq!(metrics.port(), 5678);
+        assert_eq!(serving_addresses("plain text").unwrap(), None);
+        let other = r#"{"fields":{"message":"device created"}}"#;
+        assert_eq!(serving_addresses(other).unwrap(), None);
+        let broken = r#"{"fields":{"message":"io-engine serving","grpc":"x"}}"#;
+        assert!(serving_addresses(broken).is_err());
+    }
+}

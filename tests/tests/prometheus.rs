@@ -1,0 +1,361 @@
+//! The daemon's metrics, read by the real Prometheus server (Debian package
+//! `prometheus`, which also provides `promtool`): Prometheus scrapes the
+//! daemon every second and its query API must return the device's size, the
+//! build info and the IO counters; `promtool check metrics` must accept the
+//! exposition.
+//!
+//! Both processes listen on 127.0.0.1 only and are killed when the test
+//! ends, passed or failed; every wait is bounded.
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use io_engine_api::v1 as pb;
+use io_engine_tests::daemon::Daemon;
+use io_engine_tests::{http, output_with_input};
+use serde_json::Value;
+
+/// Longest wait for Prometheus to have scraped what a query asks for.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Longest a `promtool` run may take.
+const PROMTOOL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The device the daemon serves: 24 MiB in 4 KiB blocks.
+const DEVICE_URI: &str = "malloc:///prom0?size_mb=24&blk_size=4096";
+const DEVICE_SIZE: u64 = 24 << 20;
+
+/// A directory removed, with its contents, when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let path =
+            std::env::temp_dir().join(format!("io-engine-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+        TempDir(path)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The Prometheus server: killed (and reaped) when dropped.
+struct Prometheus {
+    child: Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl Prometheus {
+    /// Starts `prometheus` on a free port of 127.0.0.1 with `config`,
+    /// keeping its data and log in `dir`.
+    fn start(dir: &Path, config: &Path) -> Prometheus {
+        let port = free_port();
+        let log = dir.join("prometheus.log");
+        let out = File::create(&log).expect("the Prometheus log file");
+        let err = out.try_clone().expect("the Prometheus log file");
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start prometheus (Debian package `prometheus`): {e}")
+            });
+        Prometheus {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The result vector of an instant query, or why there is none yet
+    /// (not up yet, or an error). Panics if Prometheus has exited.
+    fn try_query(&mut self, query: &str) -> Result<Vec<Value>, String> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("prometheus exited ({status}):\n{}", self.log());
+        }
+        let url = format!("{}/api/v1/query?query={}", self.url, encode(query));
+        let resp = http::get(&url)?;
+        let body: Value = serde_json::from_slice(&resp.body)
+            .map_err(|e| format!("{url}: {} is not JSON: {e}", resp.status))?;
+        if resp.status != 200 || body["status"] != "success" {
+            return Err(format!("{url}: {} {body}", resp.status));
+        }
+        body["data"]["result"]
+            .as_array()
+            .cloned()
+            .ok_or_else(|| format!("{url}: no result vector: {body}"))
+    }
+
+    /// Polls `query` every 250 ms until `done` accepts its result, for at
+    /// most [`QUERY_TIMEOUT`]; returns that result.
+    fn query_until(&mut self, query: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + QUERY_TIMEOUT;
+        loop {
+            let last = self.try_query(query);
+            if let Ok(result) = &last
+                && done(result)
+            {
+                return result.clone();
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "Prometheus query {query:?} not as expected within {QUERY_TIMEOUT:?}; \
+                     last answer: {last:?}\n--- prometheus log ---\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- prometheus log ---\n{}", self.log());
+        }
+    }
+}
+
+/// A port of 127.0.0.1 nothing listens on (as of now).
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").port()
+}
+
+/// Percent-encodes a query parameter value.
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The value of a series in an instant-query result (`[time, "value"]`).
+fn value(series: &Value) -> f64 {
+    series["value"][1]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no value in {series}"))
+}
+
+/// Runs `promtool check metrics` on `body` (stdin); returns whether it
+/// passed and what it said.
+fn promtool_check(body: &[u8]) -> (bool, String) {
+    let mut cmd = Command::new("promtool");
+    cmd.args(["check", "metrics"]);
+    let out = output_with_input(cmd, Some(body.to_vec()), PROMTOOL_TIMEOUT);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), said)
+}
+
+/// `GET /metrics` of the daemon: status 200, the text format's content type.
+fn scrape(d: &Daemon) -> Vec<u8> {
+    let resp = http::get(&d.metrics_url()).expect("GET /metrics");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(
+        resp.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    resp.body
+}
+
+#[test]
+fn promtool_accepts_the_exposition_idle_and_after_io() {
+    // promtool itself must reject a broken exposition, or its verdict below
+    // would mean nothing.
+    let (ok, said) = promtool_check(b"io_engine_broken{bdev=\"x\" 1\n");
+    assert!(!ok, "promtool accepted a broken exposition: {said}");
+
+    let d = Daemon::start_quiet(["--bdev", DEVICE_URI]);
+    let (ok, said) = promtool_check(&scrape(&d));
+    assert!(ok, "promtool check metrics (idle): {said}");
+
+    // With IO done the histograms have samples in their buckets.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let ios = runtime.block_on(perf_write(&d, 0.3));
+    let body = scrape(&d);
+    let text = String::from_utf8_lossy(&body);
+    let count =
+        format!("io_engine_bdev_io_latency_seconds_count{{bdev=\"prom0\",op=\"write\"}} {ios}");
+    assert!(text.lines().any(|l| l == count), "no {count:?} in:\n{text}");
+    // Cumulative buckets, the last one `+Inf` (as the text format spells
+    // it) holding every IO.
+    let prefix = "io_engine_bdev_io_latency_seconds_bucket{bdev=\"prom0\",op=\"write\",le=\"";
+    let buckets: Vec<(&str, u64)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .map(|rest| {
+            let (le, n) = rest.split_once("\"} ").expect("a bucket line");
+            (le, n.parse().expect("a bucket count"))
+        })
+        .collect();
+    assert!(buckets.len() > 2, "{text}");
+    assert!(
+        buckets.windows(2).all(|w| w[0].1 <= w[1].1),
+        "not cumulative: {buckets:?}"
+    );
+    assert_eq!(buckets.last(), Some(&("+Inf", ios)), "{buckets:?}");
+    let (ok, said) = promtool_check(&body);
+    assert!(ok, "promtool check metrics (after IO): {said}");
+}
+
+/// Writes to prom0 for `seconds`; returns the IOs done.
+async fn perf_write(d: &Daemon, seconds: f64) -> u64 {
+    let mut perf = pb::perf_service_client::PerfServiceClient::new(d.channel().await);
+    let resp = perf
+        .run(pb::RunPerfRequest {
+            bdevs: vec!["prom0".into()],
+            workload: "randwrite".into(),
+            io_size: 4096,
+            queue_depth: 8,
+            seconds,
+            ..Default::default()
+        })
+        .await
+        .expect("PerfService.Run")
+        .into_inner();
+    let total = resp.total.expect("a total");
+    assert!(total.ios > 0 && total.failed == 0, "{total:?}");
+    total.ios
+}
+
+#[test]
+fn prometheus_scrapes_the_daemon() {
+    let d = Daemon::start_quiet(["--bdev", DEVICE_URI]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    // IO before Prometheus starts: its first scrape sees the final counts.
+    let writes = runtime.block_on(perf_write(&d, 0.3));
+    let revision = runtime.block_on(async {
+        let mut engine = pb::engine_service_client::EngineServiceClient::new(d.channel().await);
+        engine
+            .get_info(pb::GetInfoRequest {})
+            .await
+            .expect("GetInfo")
+            .into_inner()
+            .git_revision
+    });
+
+    let dir = TempDir::new("prometheus");
+    let config = dir.path().join("prometheus.yml");
+    let targets = format!("      - targets: ['{}']", d.metrics_addr());
+    let yaml = [
+        "global:",
+        "  scrape_interval: 1s",
+        "  scrape_timeout: 1s",
+        "  evaluation_interval: 1s",
+        "scrape_configs:",
+        "  - job_name: io-engine",
+        "    static_configs:",
+        &targets,
+        "",
+    ]
+    .join("\n");
+    std::fs::write(&config, yaml).expect("prometheus.yml");
+    let mut prom = Prometheus::start(dir.path(), &config);
+    let instance = d.metrics_addr().to_string();
+
+    // The device's size, with its labels.
+    let result = prom.query_until("io_engine_bdev_size_bytes", |r| {
+        r.iter().any(|s| s["metric"]["bdev"] == "prom0")
+    });
+    assert_eq!(result.len(), 1, "one device, one series: {result:?}");
+    let series = &result[0];
+    assert_eq!(value(series), DEVICE_SIZE as f64, "{series}");
+    let labels = &series["metric"];
+    assert_eq!(labels["product"], "malloc", "{series}");
+    assert_eq!(labels["job"], "io-engine", "{series}");
+    assert_eq!(labels["instance"], instance.as_str(), "{series}");
+
+    // The scrape itself is healthy.
+    let up = prom.query_until("up{job=\"io-engine\"}", |r| !r.is_empty());
+    assert_eq!(value(&up[0]), 1.0, "{up:?}");
+
+    // The build, as the daemon reports it over gRPC.
+    let result = prom.query_until("io_engine_build_info", |r| !r.is_empty());
+    assert_eq!(result.len(), 1, "{result:?}");
+    let build = &result[0];
+    assert_eq!(value(build), 1.0, "{build}");
+    assert_eq!(
+        build["metric"]["version"],
+        env!("CARGO_PKG_VERSION"),
+        "{build}"
+    );
+    assert_eq!(build["metric"]["revision"], revision.as_str(), "{build}");
+
+    // The IO counters: exactly what the perf run did.
+    let query = "io_engine_bdev_ops_total{bdev=\"prom0\",op=\"write\"}";
+    let ops = prom.query_until(query, |r| !r.is_empty());
+    assert_eq!(value(&ops[0]), writes as f64, "{ops:?}");
+    let query = "io_engine_bdev_bytes_total{bdev=\"prom0\",op=\"write\"}";
+    let bytes = prom.query_until(query, |r| !r.is_empty());
+    assert_eq!(value(&bytes[0]), (writes * 4096) as f64, "{bytes:?}");
+    let query = "io_engine_bdev_ops_total{bdev=\"prom0\",op=\"read\"}";
+    let reads = prom.query_until(query, |r| !r.is_empty());
+    assert_eq!(value(&reads[0]), 0.0, "{reads:?}");
+
+    // The latency histogram is one Prometheus understands: a median of the
+    // writes that is positive and finite.
+    let query = "histogram_quantile(0.5, io_engine_bdev_io_latency_seconds_bucket\
+                 {bdev=\"prom0\",op=\"write\"})";
+    let median = prom.query_until(query, |r| !r.is_empty());
+    let m = value(&median[0]);
+    assert!(m > 0.0 && m < 1.0, "median write latency {m} s: {median:?}");
+
+    // The IO object pool, idle again after the run.
+    let capacity = prom.query_until("io_engine_pool_capacity{pool=\"bdev_io\"}", |r| {
+        !r.is_empty()
+    });
+    assert_eq!(value(&capacity[0]), 65535.0, "{capacity:?}");
+    let in_use = prom.query_until("io_engine_pool_in_use{pool=\"bdev_io\"}", |r| !r.is_empty());
+    assert_eq!(value(&in_use[0]), 0.0, "{in_use:?}");
+
+    // A reactor series per core.
+    let busy = prom.query_until("io_engine_reactor_busy_seconds_total", |r| !r.is_empty());
+    assert_eq!(busy.len(), 1, "one reactor: {busy:?}");
+    assert_eq!(busy[0]["metric"]["core"], "0", "{busy:?}");
+}
