@@ -941,6 +941,58 @@ async fn health_checks_report_serving() {
     expect_code("Check(unknown service)", unknown, Code::NotFound);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflection_lists_every_service_and_describes_them() {
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+
+    let d = Daemon::start_quiet(Vec::<String>::new());
+    let mut client = ServerReflectionClient::new(d.channel().await);
+    let ask = |m: MessageRequest| ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(m),
+    };
+    let requests = vec![
+        ask(MessageRequest::ListServices(String::new())),
+        ask(MessageRequest::FileContainingSymbol(
+            "io_engine.v1.BdevService".into(),
+        )),
+    ];
+    let mut answers = client
+        .server_reflection_info(tokio_stream::iter(requests))
+        .await
+        .expect("reflection call")
+        .into_inner();
+    let list = answers.message().await.unwrap().unwrap().message_response;
+    let Some(MessageResponse::ListServicesResponse(list)) = list else {
+        panic!("expected a service list, got {list:?}");
+    };
+    let names: Vec<_> = list.service.iter().map(|s| s.name.as_str()).collect();
+    for want in [
+        "io_engine.v1.BdevService",
+        "io_engine.v1.StatsService",
+        "io_engine.v1.EngineService",
+        "io_engine.v1.PerfService",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    let file = answers.message().await.unwrap().unwrap().message_response;
+    let Some(MessageResponse::FileDescriptorResponse(file)) = file else {
+        panic!("expected a file descriptor, got {file:?}");
+    };
+    assert!(!file.file_descriptor_proto.is_empty());
+    // The encoded descriptor names the service's file.
+    assert!(
+        file.file_descriptor_proto
+            .iter()
+            .any(|f| f.windows(b"bdev.proto".len()).any(|w| w == b"bdev.proto")),
+        "descriptor does not describe bdev.proto"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Bad requests
 // ---------------------------------------------------------------------------
