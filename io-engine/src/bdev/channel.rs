@@ -188,7 +188,7 @@ impl Inner {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn submit_valid(&self, req: IoRequest, cb: Rc<dyn IoCompletion>) {
         if self.waiting.borrow().is_empty()
             && let Some(slot) = self.io_pool.get()
@@ -199,7 +199,7 @@ impl Inner {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn start(&self, mut slot: Pooled<IoSlot>, req: IoRequest, cb: Rc<dyn IoCompletion>) {
         let s = &mut *slot;
         s.op = req.op;

@@ -174,7 +174,7 @@ impl<T> Inner<T> {
 
     /// `count_exhaustion`: a first attempt counts an empty pool as an
     /// exhaustion event; retries of a request already waiting do not.
-    #[inline]
+    #[inline(always)]
     fn get(&self, count_exhaustion: bool) -> Option<u32> {
         let slot = core_slot::current();
         let counters = self.counters(slot);
@@ -378,7 +378,7 @@ impl<T: Send> ObjectPool<T> {
         self.take(false)
     }
 
-    #[inline]
+    #[inline(always)]
     fn take(&self, count_exhaustion: bool) -> Option<Pooled<T>> {
         let inner = self.inner();
         inner.get(count_exhaustion).map(|index| Pooled {
