@@ -9,8 +9,8 @@
 //! core. [`env`] holds what the layers above stand on: core sets, pinning,
 //! DMA memory and the cycle clock.
 //!
-//! Layers, lowest first: `env` < `pool` < `reactor` < `bdev` < `perf` <
-//! `engine` < `control`, `metrics`. A layer only imports the layers below
+//! Layers, lowest first: `env` < `pool` < `reactor` < `bdev` < `nbd`,
+//! `perf` < `engine` < `control`, `metrics`. A layer only imports the layers below
 //! it; see `docs/architecture.md`.
 
 pub mod bdev;
@@ -18,6 +18,7 @@ pub mod control;
 pub mod engine;
 pub mod env;
 pub mod metrics;
+pub mod nbd;
 pub mod perf;
 pub mod pool;
 pub mod reactor;

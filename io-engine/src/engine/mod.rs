@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::bdev::{BdevError, BdevRegistry, IoPoolConfig};
 use crate::env::cores::CoreSet;
+use crate::nbd::{Dispatch, Exports, NbdCounters};
 use crate::reactor::{PollMode, ReactorError, Reactors};
 
 /// What the engine was built from.
@@ -38,6 +39,9 @@ pub struct EngineConfig {
     pub io_pool_size: usize,
     /// IO objects cached per core (0: no cache).
     pub io_pool_cache: usize,
+    /// NBD connections per export beyond which clients are refused (0: no
+    /// limit).
+    pub nbd_max_per_export: usize,
 }
 
 /// Errors starting an engine.
@@ -56,6 +60,8 @@ pub struct Engine {
     config: EngineConfig,
     reactors: Reactors,
     registry: Arc<BdevRegistry>,
+    exports: Arc<Exports>,
+    nbd: Arc<NbdCounters>,
     started: Instant,
 }
 
@@ -69,6 +75,8 @@ impl Engine {
         })?);
         let reactors = Reactors::start(&config.cores, config.poll_mode)?;
         Ok(Engine {
+            exports: Exports::new(config.nbd_max_per_export),
+            nbd: Arc::new(NbdCounters::default()),
             config,
             reactors,
             registry,
@@ -89,6 +97,16 @@ impl Engine {
     /// The devices.
     pub fn registry(&self) -> &Arc<BdevRegistry> {
         &self.registry
+    }
+
+    /// The NBD export table.
+    pub fn exports(&self) -> &Arc<Exports> {
+        &self.exports
+    }
+
+    /// The NBD server's counters.
+    pub fn nbd_counters(&self) -> &Arc<NbdCounters> {
+        &self.nbd
     }
 
     /// Time since start.
@@ -115,5 +133,16 @@ impl Engine {
     /// Stops the reactors. Callers drain their workloads first.
     pub fn stop(self) {
         self.reactors.stop();
+    }
+}
+
+impl Dispatch for Engine {
+    fn cores(&self) -> usize {
+        self.reactors.len()
+    }
+
+    fn run_on(&self, core: usize, f: Box<dyn FnOnce() + Send>) {
+        // The reply is not awaited: the connection reports for itself.
+        drop(self.reactors.run_on(core, f));
     }
 }

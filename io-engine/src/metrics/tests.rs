@@ -262,6 +262,7 @@ fn start_engine() -> Engine {
         poll_mode: PollMode::ADAPTIVE,
         io_pool_size: 4096,
         io_pool_cache: 64,
+        nbd_max_per_export: 0,
     })
     .unwrap()
 }

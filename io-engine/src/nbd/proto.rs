@@ -281,7 +281,13 @@ pub fn put_simple_reply(out: &mut Vec<u8>, cookie: u64, error: u32) {
 
 /// Appends a structured reply chunk header (20 bytes); the caller appends
 /// `len` bytes of payload.
-pub fn put_structured_header(out: &mut Vec<u8>, flags: u16, reply_type: u16, cookie: u64, len: u32) {
+pub fn put_structured_header(
+    out: &mut Vec<u8>,
+    flags: u16,
+    reply_type: u16,
+    cookie: u64,
+    len: u32,
+) {
     out.extend_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
     out.extend_from_slice(&flags.to_be_bytes());
     out.extend_from_slice(&reply_type.to_be_bytes());
@@ -299,8 +305,17 @@ fn done_flag(done: bool) -> u16 {
 /// `data_len` must be non-zero (the spec requires a chunk length of at least
 /// 9) and at most `u32::MAX - 8`; reads are capped at [`MAX_PAYLOAD`], far
 /// below that.
-pub fn put_offset_data_header(out: &mut Vec<u8>, cookie: u64, offset: u64, data_len: u32, done: bool) {
-    debug_assert!(data_len > 0 && data_len <= u32::MAX - 8, "OFFSET_DATA length {data_len}");
+pub fn put_offset_data_header(
+    out: &mut Vec<u8>,
+    cookie: u64,
+    offset: u64,
+    data_len: u32,
+    done: bool,
+) {
+    debug_assert!(
+        data_len > 0 && data_len <= u32::MAX - 8,
+        "OFFSET_DATA length {data_len}"
+    );
     put_structured_header(
         out,
         done_flag(done),
@@ -375,7 +390,10 @@ pub fn put_block_status(
     done: bool,
 ) {
     debug_assert!(!extents.is_empty(), "BLOCK_STATUS without extents");
-    debug_assert!(extents.len() <= (u32::MAX as usize - 4) / 8, "too many extents");
+    debug_assert!(
+        extents.len() <= (u32::MAX as usize - 4) / 8,
+        "too many extents"
+    );
     let len = 4 + 8 * extents.len() as u32;
     put_structured_header(out, done_flag(done), REPLY_TYPE_BLOCK_STATUS, cookie, len);
     out.extend_from_slice(&context_id.to_be_bytes());
@@ -485,7 +503,10 @@ mod tests {
         assert_eq!(msg_len, MAX_STRING_LEN);
         assert!(std::str::from_utf8(&out[26..]).is_ok());
         assert_eq!(out.len(), 26 + msg_len);
-        assert_eq!(u32::from_be_bytes(out[16..20].try_into().unwrap()) as usize, 6 + msg_len);
+        assert_eq!(
+            u32::from_be_bytes(out[16..20].try_into().unwrap()) as usize,
+            6 + msg_len
+        );
 
         let odd = format!("a{}", "é".repeat(3000)); // boundary falls mid-char at 4096
         out.clear();
@@ -512,7 +533,13 @@ mod tests {
     #[test]
     fn block_status_bytes() {
         let mut out = Vec::new();
-        put_block_status(&mut out, 0x55, 1, &[(4096, 0), (8192, STATE_HOLE | STATE_ZERO)], true);
+        put_block_status(
+            &mut out,
+            0x55,
+            1,
+            &[(4096, 0), (8192, STATE_HOLE | STATE_ZERO)],
+            true,
+        );
         let mut want = vec![0x66, 0x8e, 0x33, 0xef, 0, 1, 0, 5];
         want.extend_from_slice(&0x55u64.to_be_bytes());
         want.extend_from_slice(&20u32.to_be_bytes());

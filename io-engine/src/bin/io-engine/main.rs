@@ -16,6 +16,7 @@ use clap::Parser;
 use io_engine::engine::{Engine, EngineConfig};
 use io_engine::env::affinity;
 use io_engine::env::cores::CoreSet;
+use io_engine::nbd::{Dispatch, Listener, NbdServer};
 use io_engine::pool::DEFAULT_CACHE_SIZE;
 use io_engine::reactor::PollMode;
 use tokio::net::TcpListener;
@@ -77,6 +78,29 @@ struct Args {
     /// IO objects cached per core (0: no cache).
     #[arg(long, env = "IO_ENGINE_IO_POOL_CACHE", default_value_t = DEFAULT_CACHE_SIZE)]
     io_pool_cache: usize,
+
+    /// NBD listening address (TCP).
+    #[arg(long, env = "IO_ENGINE_NBD_ADDR", default_value = "127.0.0.1:10809")]
+    nbd_addr: SocketAddr,
+
+    /// Also listen for NBD on this Unix socket path.
+    #[arg(long, env = "IO_ENGINE_NBD_SOCKET", value_name = "PATH")]
+    nbd_socket: Option<std::path::PathBuf>,
+
+    /// Device to share over NBD at start, as NAME or NAME:ro (read-only);
+    /// repeat for more (in the environment variable, separate by commas).
+    #[arg(
+        long = "share",
+        value_name = "NAME[:ro]",
+        env = "IO_ENGINE_SHARE",
+        value_delimiter = ','
+    )]
+    shares: Vec<String>,
+
+    /// NBD connections allowed in total and per export; more are refused
+    /// (0: no limit).
+    #[arg(long, env = "IO_ENGINE_NBD_MAX_CONNECTIONS", default_value_t = 64)]
+    nbd_max_connections: usize,
 
     /// Log format; RUST_LOG filters what is logged (default: info).
     #[arg(long, env = "IO_ENGINE_LOG_FORMAT", value_enum, default_value = "text")]
@@ -178,6 +202,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         poll_mode: args.poll_mode,
         io_pool_size: args.io_pool_size,
         io_pool_cache: args.io_pool_cache,
+        nbd_max_per_export: args.nbd_max_connections,
     })?);
     for uri in &args.bdevs {
         engine
@@ -185,6 +210,35 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
             .create(uri)
             .map_err(|e| format!("--bdev {uri}: {e}"))?;
     }
+    for share in &args.shares {
+        let (name, read_only) = match share.strip_suffix(":ro") {
+            Some(n) => (n, true),
+            None => (share.as_str(), false),
+        };
+        engine
+            .exports()
+            .share(engine.registry(), name, read_only)
+            .map_err(|e| format!("--share {share}: {e}"))?;
+    }
+    let nbd = runtime
+        .block_on(TcpListener::bind(args.nbd_addr))
+        .map_err(|e| format!("cannot listen for NBD on {}: {e}", args.nbd_addr))?;
+    let nbd_unix = match &args.nbd_socket {
+        Some(path) => {
+            let _guard = runtime.enter();
+            // A socket left by an earlier run would make the bind fail.
+            if std::fs::symlink_metadata(path)
+                .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+            {
+                let _ = std::fs::remove_file(path);
+            }
+            Some(
+                tokio::net::UnixListener::bind(path)
+                    .map_err(|e| format!("cannot listen for NBD on {}: {e}", path.display()))?,
+            )
+        }
+        None => None,
+    };
     // The bound addresses (a port of 0 gets one from the kernel).
     let bound = |l: &TcpListener, asked: SocketAddr| l.local_addr().unwrap_or(asked);
     tracing::info!(
@@ -193,11 +247,22 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         poll_mode = engine.config().poll_mode.name(),
         grpc = %bound(&grpc, args.grpc_addr),
         metrics = %bound(&metrics, args.metrics_addr),
+        nbd = %bound(&nbd, args.nbd_addr),
         devices = args.bdevs.len(),
         "io-engine serving"
     );
 
-    let clean = runtime.block_on(serve(engine.clone(), grpc, metrics));
+    let server = NbdServer::new(
+        engine.exports().clone(),
+        engine.nbd_counters().clone(),
+        args.nbd_max_connections,
+    );
+    let mut listeners = vec![Listener::Tcp(nbd)];
+    listeners.extend(nbd_unix.map(Listener::Unix));
+    let clean = runtime.block_on(serve(engine.clone(), grpc, metrics, server, listeners));
+    if let Some(path) = &args.nbd_socket {
+        let _ = std::fs::remove_file(path);
+    }
     // Blocking work still running (a device being mapped) gets the rest of
     // the drain time, not more.
     runtime.shutdown_timeout(Duration::from_millis(300));
@@ -223,7 +288,13 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
 /// Serves gRPC and metrics until SIGTERM or SIGINT, then drains: stops
 /// accepting, ends perf runs early, lets requests in progress finish.
 /// Returns whether the drain finished in time.
-async fn serve(engine: Arc<Engine>, grpc: TcpListener, metrics: TcpListener) -> bool {
+async fn serve(
+    engine: Arc<Engine>,
+    grpc: TcpListener,
+    metrics: TcpListener,
+    nbd: Arc<NbdServer>,
+    listeners: Vec<Listener>,
+) -> bool {
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || {
         let mut rx = stop_rx.clone();
@@ -237,11 +308,21 @@ async fn serve(engine: Arc<Engine>, grpc: TcpListener, metrics: TcpListener) -> 
         engine.clone(),
         stopped(),
     ));
+    let dispatch: Arc<dyn Dispatch> = engine.clone();
+    let nbd_tasks: Vec<_> = listeners
+        .into_iter()
+        .map(|l| tokio::spawn(nbd.clone().serve(l, dispatch.clone(), stopped())))
+        .collect();
 
     let signal = wait_for_signal().await;
     tracing::info!("{signal}: shutting down");
     io_engine::perf::cancel_all();
     let _ = stop_tx.send(true);
+    // Unshared exports close their connections once their IO is done.
+    engine.exports().unshare_all();
+    for t in nbd_tasks {
+        let _ = t.await;
+    }
     let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
         if let Ok(Err(e)) = grpc_task.await {
             tracing::error!("{e}");

@@ -1,0 +1,647 @@
+//! One NBD connection, from handshake to close, on the reactor it was given.
+//!
+//! Thread: the connection's reactor, from accept to close. Its socket is
+//! non-blocking and registered with the reactor's epoll set; its device IO is
+//! submitted on an [`IoChannel`] of that reactor and completes there. Many
+//! requests are in flight at once; replies go out as they complete (out of
+//! order), gathered into one output buffer that a per-connection poller
+//! writes once per reactor round, so replies completed together leave in one
+//! write.
+
+use std::cell::{Cell, RefCell};
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::export::{Attached, Exports};
+use super::handshake::{Handshake, HandshakeConfig, Outcome};
+use super::proto::*;
+use super::stats::{ExportCounters, NbdCounters};
+use super::transmission::{Command, Request, RequestParser, validate};
+use crate::bdev::{IoChannel, IoCompletion, IoDone, IoError, IoRequest, IoType};
+use crate::pool::{BufPool, IoBuf, PoolConfig};
+use crate::reactor::{self, FdHandler, FdRegistration, Interest, Poll, PollerHandle, Readiness};
+
+/// A client socket.
+pub enum Stream {
+    /// TCP.
+    Tcp(TcpStream),
+    /// A Unix socket.
+    Unix(UnixStream),
+}
+
+impl AsFd for Stream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
+        }
+    }
+}
+
+impl Stream {
+    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => (&*s).read(buf),
+            Stream::Unix(s) => (&*s).read(buf),
+        }
+    }
+    fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => (&*s).write(buf),
+            Stream::Unix(s) => (&*s).write(buf),
+        }
+    }
+    fn set_nonblocking(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_nonblocking(true),
+            Stream::Unix(s) => s.set_nonblocking(true),
+        }
+    }
+}
+
+/// Buffers per connection for IOs up to [`SMALL_BUF`]; larger IOs get one
+/// of their own.
+const SMALL_BUFS: usize = 32;
+const SMALL_BUF: usize = 128 << 10;
+/// Bytes read from the socket per read call.
+const READ_CHUNK: usize = 256 << 10;
+/// Stop taking requests while this much output waits for the client.
+const OUTPUT_HIGH_WATER: usize = 64 << 20;
+
+enum Phase {
+    Handshake(Box<Handshake>),
+    Transmission(Box<Tx>),
+    Closed,
+}
+
+struct Tx {
+    attached: Attached,
+    counters: Arc<ExportCounters>,
+    ch: IoChannel,
+    structured: bool,
+    block_status: Option<u32>,
+    /// A WRITE whose payload is arriving: header and the buffer filled so far.
+    payload: Option<(Request, IoBuf, usize)>,
+    /// Payload bytes of a refused WRITE still to skip.
+    skip: usize,
+    /// DISC received, or the export is going away: take no more requests.
+    draining: bool,
+    /// Last: dropped after `payload`, so its buffer is back first.
+    bufs: Buffers,
+}
+
+struct State {
+    phase: Phase,
+    input: Vec<u8>,
+    output: Vec<u8>,
+    written: usize,
+    eof: bool,
+    want_write: bool,
+}
+
+/// A connection.
+pub struct Connection {
+    sock: Rc<Stream>,
+    state: RefCell<State>,
+    in_flight: Cell<u32>,
+    reg: RefCell<Option<FdRegistration>>,
+    poller: RefCell<Option<PollerHandle>>,
+    exports: Arc<Exports>,
+    counters: Arc<NbdCounters>,
+    peer: String,
+    me: Weak<Connection>,
+}
+
+impl Connection {
+    /// Starts serving `sock` on the calling reactor.
+    pub fn start(sock: Stream, peer: String, exports: Arc<Exports>, counters: Arc<NbdCounters>) {
+        if let Err(e) = sock.set_nonblocking() {
+            tracing::warn!(%peer, "NBD connection dropped: {e}");
+            return;
+        }
+        let mut hs = Handshake::new(HandshakeConfig {
+            exports: exports.clone(),
+            tls_available: false,
+        });
+        let mut output = Vec::with_capacity(4096);
+        hs.greeting(&mut output);
+        let conn = Rc::new_cyclic(|me| Connection {
+            me: me.clone(),
+            sock: Rc::new(sock),
+            state: RefCell::new(State {
+                phase: Phase::Handshake(Box::new(hs)),
+                input: Vec::with_capacity(READ_CHUNK),
+                output,
+                written: 0,
+                eof: false,
+                want_write: false,
+            }),
+            in_flight: Cell::new(0),
+            reg: RefCell::new(None),
+            poller: RefCell::new(None),
+            exports,
+            counters,
+            peer,
+        });
+        let weak: Weak<dyn FdHandler> = Rc::downgrade(&conn) as Weak<dyn FdHandler>;
+        match reactor::register_fd(conn.sock.clone(), Interest::READ, weak) {
+            Ok(r) => *conn.reg.borrow_mut() = Some(r),
+            Err(e) => {
+                tracing::warn!(peer = %conn.peer, "NBD connection dropped: {e}");
+                return;
+            }
+        }
+        conn.counters.connection_opened();
+        tracing::debug!(peer = %conn.peer, "NBD connection");
+        // The poller keeps the connection alive and flushes its output once a
+        // round; it goes away when the connection closes.
+        let c = conn.clone();
+        *conn.poller.borrow_mut() = Some(reactor::register_poller("nbd-conn", move || c.tick()));
+        conn.flush();
+    }
+
+    /// Once a round: write pending output, notice an unshare, close when done.
+    fn tick(self: &Rc<Self>) -> Poll {
+        let mut busy = false;
+        {
+            let mut st = self.state.borrow_mut();
+            if let Phase::Transmission(tx) = &mut st.phase
+                && !tx.draining
+                && tx.attached.closing.load(Ordering::Acquire)
+            {
+                tx.draining = true;
+            }
+        }
+        if self.has_output() {
+            busy = self.flush();
+        }
+        self.maybe_close();
+        if busy { Poll::Busy } else { Poll::Idle }
+    }
+
+    fn has_output(&self) -> bool {
+        let st = self.state.borrow();
+        st.written < st.output.len()
+    }
+
+    /// Writes what it can; returns whether anything was written.
+    fn flush(&self) -> bool {
+        let mut st = self.state.borrow_mut();
+        let mut wrote = false;
+        while st.written < st.output.len() {
+            match self.sock.write(&st.output[st.written..]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    st.written += n;
+                    wrote = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    // The client is gone: drop what it will never read.
+                    st.output.clear();
+                    st.written = 0;
+                    st.eof = true;
+                    break;
+                }
+            }
+        }
+        if st.written == st.output.len() {
+            st.output.clear();
+            st.written = 0;
+        }
+        let want_write = st.written < st.output.len();
+        if want_write != st.want_write {
+            st.want_write = want_write;
+            let interest = if want_write {
+                Interest::READ_WRITE
+            } else {
+                Interest::READ
+            };
+            if let Some(r) = &*self.reg.borrow() {
+                let _ = r.set_interest(interest);
+            }
+        }
+        wrote
+    }
+
+    /// Closes once the client is gone or drained and no IO is in flight.
+    fn maybe_close(&self) {
+        let done = {
+            let st = self.state.borrow();
+            let drained = match &st.phase {
+                Phase::Transmission(tx) => tx.draining && st.written == st.output.len(),
+                Phase::Handshake(_) => false,
+                Phase::Closed => true,
+            };
+            (st.eof || drained) && self.in_flight.get() == 0
+        };
+        if done {
+            self.close();
+        }
+    }
+
+    fn close(&self) {
+        let phase = std::mem::replace(&mut self.state.borrow_mut().phase, Phase::Closed);
+        drop(phase); // the channel and the export attachment go here
+        drop(self.reg.borrow_mut().take());
+        if self.poller.borrow_mut().take().is_some() {
+            self.counters.connection_closed();
+            tracing::debug!(peer = %self.peer, "NBD connection closed");
+        }
+    }
+
+    fn read_input(&self) {
+        let mut st = self.state.borrow_mut();
+        if st.eof || st.output.len() - st.written > OUTPUT_HIGH_WATER {
+            return;
+        }
+        let len = st.input.len();
+        st.input.resize(len + READ_CHUNK, 0);
+        match self.sock.read(&mut st.input[len..]) {
+            Ok(0) => {
+                // EOF without DISC is a normal close (fio never sends DISC).
+                st.input.truncate(len);
+                st.eof = true;
+            }
+            Ok(n) => st.input.truncate(len + n),
+            Err(e) => {
+                st.input.truncate(len);
+                if e.kind() != io::ErrorKind::WouldBlock && e.kind() != io::ErrorKind::Interrupted {
+                    st.eof = true;
+                }
+            }
+        }
+    }
+
+    /// Handles as much buffered input as it can.
+    fn process(self: &Rc<Self>) {
+        loop {
+            let mut st = self.state.borrow_mut();
+            let st = &mut *st;
+            let progressed = match &mut st.phase {
+                Phase::Handshake(hs) => {
+                    let (used, outcome) = match hs.feed(&st.input, &mut st.output) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            tracing::info!(peer = %self.peer, "NBD handshake failed: {e}");
+                            st.input.clear();
+                            st.eof = true;
+                            return;
+                        }
+                    };
+                    st.input.drain(..used);
+                    match outcome {
+                        None => used > 0,
+                        Some(Outcome::Transmission {
+                            export,
+                            structured_replies,
+                            meta_context_base_allocation,
+                            ..
+                        }) => match self.begin_transmission(
+                            &export.name,
+                            structured_replies,
+                            meta_context_base_allocation,
+                        ) {
+                            Some(tx) => {
+                                st.phase = Phase::Transmission(Box::new(tx));
+                                true
+                            }
+                            None => {
+                                st.eof = true;
+                                return;
+                            }
+                        },
+                        Some(_) => {
+                            // ABORT (acknowledged), a hard disconnect, or TLS.
+                            st.eof = true;
+                            return;
+                        }
+                    }
+                }
+                Phase::Transmission(tx) => {
+                    if st.output.len() - st.written > OUTPUT_HIGH_WATER {
+                        return;
+                    }
+                    match self.next_request(tx, &mut st.input, &mut st.output) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            tracing::info!(peer = %self.peer, "NBD connection closed: {e}");
+                            tx.counters.error(0);
+                            st.input.clear();
+                            st.eof = true;
+                            return;
+                        }
+                    }
+                }
+                Phase::Closed => return,
+            };
+            if !progressed {
+                return;
+            }
+        }
+    }
+
+    fn begin_transmission(
+        &self,
+        name: &str,
+        structured: bool,
+        block_status: Option<u32>,
+    ) -> Option<Tx> {
+        let attached = self.exports.attach(name)?;
+        let ch = match attached.desc.open_channel() {
+            Ok(ch) => ch,
+            Err(e) => {
+                tracing::warn!(peer = %self.peer, "NBD: {e}");
+                return None;
+            }
+        };
+        let bufs = match Buffers::new() {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(peer = %self.peer, "NBD connection refused: {e}");
+                return None;
+            }
+        };
+        tracing::debug!(peer = %self.peer, export = name, structured, "NBD transmission");
+        Some(Tx {
+            counters: self.counters.export(name),
+            attached,
+            ch,
+            structured,
+            block_status,
+            bufs,
+            payload: None,
+            skip: 0,
+            draining: false,
+        })
+    }
+
+    /// Takes the next request (or payload bytes) from `input`. Returns
+    /// whether it made progress; an error closes the connection.
+    fn next_request(
+        self: &Rc<Self>,
+        tx: &mut Tx,
+        input: &mut Vec<u8>,
+        output: &mut Vec<u8>,
+    ) -> Result<bool, String> {
+        if tx.skip > 0 {
+            let n = tx.skip.min(input.len());
+            input.drain(..n);
+            tx.skip -= n;
+            return Ok(n > 0);
+        }
+        if let Some((req, mut buf, filled)) = tx.payload.take() {
+            let want = req.length as usize - filled;
+            let n = want.min(input.len());
+            buf.as_mut_slice()[filled..filled + n].copy_from_slice(&input[..n]);
+            input.drain(..n);
+            if filled + n < req.length as usize {
+                tx.payload = Some((req, buf, filled + n));
+                return Ok(n > 0);
+            }
+            self.submit(
+                tx,
+                &req,
+                IoRequest::write(buf, req.offset, req.length as u64),
+                output,
+            );
+            return Ok(true);
+        }
+        if tx.draining {
+            return Ok(false);
+        }
+        let Some((req, used)) = RequestParser::parse(input).map_err(|e| e.to_string())? else {
+            return Ok(false);
+        };
+        let export = &tx.attached.info;
+        tx.counters.request(req.kind);
+        if let Err(errno) = validate(&req, export, tx.structured, tx.block_status.is_some()) {
+            input.drain(..used);
+            tx.skip = req.payload_len();
+            tx.counters.error(errno);
+            self.reply_error(tx.structured, &req, errno, output);
+            return Ok(true);
+        }
+        match req.kind {
+            Command::Read | Command::Write => {
+                let Some(buf) = tx.bufs.take(req.length as usize) else {
+                    // Every buffer is out: wait for a completion to return one.
+                    return Ok(false);
+                };
+                input.drain(..used);
+                if req.kind == Command::Read {
+                    self.submit(
+                        tx,
+                        &req,
+                        IoRequest::read(buf, req.offset, req.length as u64),
+                        output,
+                    );
+                } else {
+                    tx.payload = Some((req, buf, 0));
+                }
+            }
+            Command::Flush => {
+                input.drain(..used);
+                self.submit(tx, &req, IoRequest::no_data(IoType::Flush, 0, 0), output);
+            }
+            Command::Trim => {
+                input.drain(..used);
+                self.submit(
+                    tx,
+                    &req,
+                    IoRequest::no_data(IoType::Unmap, req.offset, req.length as u64),
+                    output,
+                );
+            }
+            Command::WriteZeroes => {
+                input.drain(..used);
+                let io = IoRequest::no_data(IoType::WriteZeroes, req.offset, req.length as u64);
+                self.submit(tx, &req, io, output);
+            }
+            Command::Cache => {
+                // Device memory is as close as a cache gets: nothing to do.
+                input.drain(..used);
+                put_simple_reply(output, req.cookie, 0);
+            }
+            Command::BlockStatus => {
+                input.drain(..used);
+                let end = (req.offset + req.length as u64).min(export.size);
+                let len = (end - req.offset).min(u32::MAX as u64) as u32;
+                let id = tx.block_status.unwrap_or(0);
+                put_block_status(
+                    output,
+                    req.cookie,
+                    id,
+                    &[(len, export.data_kind.block_status_flags())],
+                    true,
+                );
+            }
+            Command::Disc => {
+                input.drain(..used);
+                tx.draining = true;
+            }
+            Command::Unknown(_) => unreachable!("validate refuses unknown commands"),
+        }
+        Ok(true)
+    }
+
+    fn submit(self: &Rc<Self>, tx: &Tx, req: &Request, mut io: IoRequest, output: &mut Vec<u8>) {
+        io.tag = req.cookie;
+        let cb: Rc<dyn IoCompletion> = self.clone();
+        match tx.ch.submit(io, cb) {
+            Ok(()) => self.in_flight.set(self.in_flight.get() + 1),
+            Err(e) => {
+                // validate() ran first; a refusal here is the device's view of
+                // the same rules (alignment, range): answer with its errno.
+                let errno = errno_of(&e.error);
+                tx.counters.error(errno);
+                self.reply_error(tx.structured, req, errno, output);
+            }
+        }
+    }
+
+    fn reply_error(&self, structured: bool, req: &Request, errno: u32, output: &mut Vec<u8>) {
+        if structured && req.kind == Command::Read {
+            put_structured_error(output, req.cookie, errno, "", true);
+        } else {
+            put_simple_reply(output, req.cookie, errno);
+        }
+    }
+}
+
+/// A connection's buffers: a pool of small ones for the common IO sizes,
+/// and, for larger IOs, one-buffer pools by power-of-two size, made when
+/// first needed and reused; all freed with the connection.
+struct Buffers {
+    small: BufPool,
+    large: RefCell<Vec<BufPool>>,
+}
+
+impl Buffers {
+    fn new() -> Result<Buffers, crate::pool::BufPoolError> {
+        Ok(Buffers {
+            small: BufPool::new(
+                PoolConfig::new("nbd-conn", SMALL_BUFS, 1).cache_size(0),
+                SMALL_BUF,
+            )?,
+            large: RefCell::new(Vec::new()),
+        })
+    }
+
+    fn take(&self, len: usize) -> Option<IoBuf> {
+        if len <= SMALL_BUF {
+            return self.small.get();
+        }
+        let size = len.next_power_of_two();
+        let mut large = self.large.borrow_mut();
+        if let Some(b) = large
+            .iter()
+            .filter(|p| p.buf_size() == size)
+            .find_map(|p| p.get())
+        {
+            return Some(b);
+        }
+        if large.len() >= MAX_LARGE_BUFS {
+            return None; // wait for one to come back
+        }
+        let pool = BufPool::new(PoolConfig::new("nbd-large", 1, 1).cache_size(0), size).ok()?;
+        let b = pool.get();
+        large.push(pool);
+        b
+    }
+}
+
+/// Large buffers a connection may hold at once (each up to 32 MiB).
+const MAX_LARGE_BUFS: usize = 8;
+
+fn errno_of(e: &IoError) -> u32 {
+    match e {
+        IoError::Unaligned { .. } | IoError::Empty(_) | IoError::Buffer { .. } => EINVAL,
+        IoError::OutOfRange { .. } => ENOSPC,
+        IoError::Unsupported(_) => ENOTSUP,
+        IoError::Device(_) => EIO,
+    }
+}
+
+impl IoCompletion for Connection {
+    fn complete(self: Rc<Self>, mut io: IoDone) {
+        self.in_flight.set(self.in_flight.get() - 1);
+        let cookie = io.tag();
+        let buf = io.take_buf();
+        let status = io.status();
+        let op = io.op();
+        let (offset, len) = (io.offset(), io.len());
+        drop(io);
+        {
+            let mut st = self.state.borrow_mut();
+            let st = &mut *st;
+            let structured = match &st.phase {
+                Phase::Transmission(tx) => tx.structured,
+                _ => false,
+            };
+            if !st.eof {
+                match status {
+                    Ok(()) if op == IoType::Read => {
+                        let data = &buf.as_ref().expect("a read carries its buffer").as_slice()
+                            [..len as usize];
+                        if structured {
+                            put_offset_data_header(
+                                &mut st.output,
+                                cookie,
+                                offset,
+                                len as u32,
+                                true,
+                            );
+                        } else {
+                            put_simple_reply(&mut st.output, cookie, 0);
+                        }
+                        st.output.extend_from_slice(data);
+                    }
+                    Ok(()) => put_simple_reply(&mut st.output, cookie, 0),
+                    Err(e) => {
+                        let errno = errno_of(&e);
+                        if structured && op == IoType::Read {
+                            put_structured_error(&mut st.output, cookie, errno, "", true);
+                        } else {
+                            put_simple_reply(&mut st.output, cookie, errno);
+                        }
+                    }
+                }
+            }
+        }
+        drop(buf);
+        // A returned buffer may unblock a request waiting for one.
+        self.process();
+    }
+}
+
+impl FdHandler for Connection {
+    fn on_ready(&self, ready: Readiness) {
+        let Some(this) = self.self_rc() else { return };
+        if ready.writable {
+            this.flush();
+        }
+        if ready.readable || ready.hangup {
+            this.read_input();
+            this.process();
+        }
+        if this.has_output() {
+            this.flush();
+        }
+        this.maybe_close();
+    }
+}
+
+impl Connection {
+    /// The connection's own `Rc` (it is alive: the reactor upgraded its
+    /// registration's weak handler to call us).
+    fn self_rc(&self) -> Option<Rc<Connection>> {
+        self.me.upgrade()
+    }
+}

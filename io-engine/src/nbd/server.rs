@@ -1,0 +1,110 @@
+//! NBD listeners: accept TCP and Unix-socket clients and hand each to a
+//! reactor, round-robin, where it lives until it closes.
+//!
+//! Thread: the accept loops run on the control-plane runtime (tokio); each
+//! accepted socket moves to its reactor in a message and never comes back.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::conn::{Connection, Stream};
+use super::export::Exports;
+use super::stats::NbdCounters;
+
+/// Where connections go: the engine's reactors.
+pub trait Dispatch: Send + Sync {
+    /// Reactors to spread connections over.
+    fn cores(&self) -> usize;
+    /// Runs `f` on reactor `core`.
+    fn run_on(&self, core: usize, f: Box<dyn FnOnce() + Send>);
+}
+
+/// What the accept loops share.
+pub struct NbdServer {
+    /// The exports.
+    pub exports: Arc<Exports>,
+    /// The counters.
+    pub counters: Arc<NbdCounters>,
+    /// Connections in total beyond which clients are refused (0: no limit).
+    pub max_connections: usize,
+    next: AtomicUsize,
+}
+
+/// An NBD listening socket.
+pub enum Listener {
+    /// TCP.
+    Tcp(tokio::net::TcpListener),
+    /// A Unix socket.
+    Unix(tokio::net::UnixListener),
+}
+
+impl NbdServer {
+    /// A server over `exports`.
+    pub fn new(
+        exports: Arc<Exports>,
+        counters: Arc<NbdCounters>,
+        max_connections: usize,
+    ) -> Arc<Self> {
+        Arc::new(NbdServer {
+            exports,
+            counters,
+            max_connections,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// Accepts clients on `listener` until `shutdown` completes.
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: Listener,
+        dispatch: Arc<dyn Dispatch>,
+        shutdown: impl Future<Output = ()> + Send,
+    ) {
+        tokio::pin!(shutdown);
+        loop {
+            let accepted = tokio::select! {
+                _ = &mut shutdown => return,
+                a = accept(&listener) => a,
+            };
+            let (stream, peer) = match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!("NBD accept: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let open = self.counters.connections() as usize;
+            if self.max_connections != 0 && open >= self.max_connections {
+                tracing::warn!(
+                    %peer,
+                    max = self.max_connections,
+                    "NBD connection refused: the server is at its connection limit"
+                );
+                drop(stream);
+                continue;
+            }
+            let core = self.next.fetch_add(1, Ordering::Relaxed) % dispatch.cores().max(1);
+            let (exports, counters) = (self.exports.clone(), self.counters.clone());
+            dispatch.run_on(
+                core,
+                Box::new(move || Connection::start(stream, peer, exports, counters)),
+            );
+        }
+    }
+}
+
+async fn accept(l: &Listener) -> std::io::Result<(Stream, String)> {
+    match l {
+        Listener::Tcp(l) => {
+            let (s, peer) = l.accept().await?;
+            let _ = s.set_nodelay(true);
+            Ok((Stream::Tcp(s.into_std()?), peer.to_string()))
+        }
+        Listener::Unix(l) => {
+            let (s, _) = l.accept().await?;
+            Ok((Stream::Unix(s.into_std()?), "unix".into()))
+        }
+    }
+}
