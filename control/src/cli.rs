@@ -91,6 +91,16 @@ pub(crate) enum Command {
     /// Describe the running engine.
     #[command(subcommand, arg_required_else_help = true)]
     Engine(EngineCommand),
+    /// List the devices shared over NBD.
+    #[command(subcommand, arg_required_else_help = true)]
+    Export(ExportCommand),
+}
+
+/// `export ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum ExportCommand {
+    /// Every shared device with its URI and connection count.
+    List,
 }
 
 /// `bdev ...`
@@ -116,6 +126,19 @@ pub(crate) enum BdevCommand {
     },
     /// List every device, ordered by name.
     List,
+    /// Share a device over NBD (export name = device name).
+    Share {
+        /// Device name.
+        name: String,
+        /// Refuse writes, trims and write-zeroes.
+        #[arg(long)]
+        read_only: bool,
+    },
+    /// Stop sharing a device: its connections close once their IO is done.
+    Unshare {
+        /// Device name.
+        name: String,
+    },
 }
 
 /// `stats ...`

@@ -7,11 +7,12 @@ use std::future::Future;
 use std::time::Duration;
 
 use io_engine_api::v1::{
-    Bdev, CreateBdevRequest, DestroyBdevRequest, EngineInfo, GetBdevRequest, GetInfoRequest,
-    GetIoStatsRequest, GetIoStatsResponse, GetPoolStatsRequest, GetPoolStatsResponse,
-    GetReactorStatsRequest, GetReactorStatsResponse, ListBdevsRequest, ResetIoStatsRequest,
+    Bdev, CreateBdevRequest, DestroyBdevRequest, EngineInfo, Export, GetBdevRequest,
+    GetInfoRequest, GetIoStatsRequest, GetIoStatsResponse, GetPoolStatsRequest,
+    GetPoolStatsResponse, GetReactorStatsRequest, GetReactorStatsResponse, ListBdevsRequest,
+    ListExportsRequest, ResetIoStatsRequest, ShareRequest, UnshareRequest,
     bdev_service_client::BdevServiceClient, engine_service_client::EngineServiceClient,
-    stats_service_client::StatsServiceClient,
+    export_service_client::ExportServiceClient, stats_service_client::StatsServiceClient,
 };
 use tonic::transport::Channel;
 use tonic::{Response, Status};
@@ -25,6 +26,7 @@ pub(crate) struct Client {
     bdev: BdevServiceClient<Channel>,
     stats: StatsServiceClient<Channel>,
     engine: EngineServiceClient<Channel>,
+    export: ExportServiceClient<Channel>,
 }
 
 /// Where requests go and how long each may take.
@@ -86,8 +88,43 @@ impl Client {
             },
             bdev: BdevServiceClient::new(channel.clone()),
             stats: StatsServiceClient::new(channel.clone()),
-            engine: EngineServiceClient::new(channel),
+            engine: EngineServiceClient::new(channel.clone()),
+            export: ExportServiceClient::new(channel),
         })
+    }
+
+    /// `ExportService.Share` over NBD.
+    pub(crate) async fn share(&mut self, bdev: &str, read_only: bool) -> Result<Export, CtlError> {
+        let request = ShareRequest {
+            bdev: bdev.to_owned(),
+            protocol: "nbd".into(),
+            read_only,
+        };
+        self.target
+            .call("ExportService.Share", self.export.share(request))
+            .await
+    }
+
+    /// `ExportService.Unshare`.
+    pub(crate) async fn unshare(&mut self, bdev: &str) -> Result<(), CtlError> {
+        let request = UnshareRequest {
+            bdev: bdev.to_owned(),
+        };
+        self.target
+            .call("ExportService.Unshare", self.export.unshare(request))
+            .await
+            .map(|_| ())
+    }
+
+    /// `ExportService.List`.
+    pub(crate) async fn list_exports(&mut self) -> Result<Vec<Export>, CtlError> {
+        self.target
+            .call(
+                "ExportService.List",
+                self.export.list(ListExportsRequest {}),
+            )
+            .await
+            .map(|r| r.exports)
     }
 
     /// `BdevService.Create`.

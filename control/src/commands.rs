@@ -9,14 +9,16 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::cli::{BdevCommand, Cli, Command, EngineCommand, IoArgs, OutputFormat, StatsCommand};
+use crate::cli::{
+    BdevCommand, Cli, Command, EngineCommand, ExportCommand, IoArgs, OutputFormat, StatsCommand,
+};
 use crate::client::Client;
 use crate::error::CtlError;
 use crate::rate::interval_rates;
 use crate::render;
 use crate::view::{
-    BdevJson, EmptyJson, EngineInfoJson, GetIoStatsJson, GetPoolStatsJson, GetReactorStatsJson,
-    ListBdevsJson,
+    BdevJson, EmptyJson, EngineInfoJson, ExportJson, GetIoStatsJson, GetPoolStatsJson,
+    GetReactorStatsJson, ListBdevsJson, ListExportsJson,
 };
 
 /// Connects to the engine, runs `cli.command` and writes its result to `out`.
@@ -44,7 +46,21 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
                 let bdevs = client.list_bdevs().await?;
                 printer.show(&ListBdevsJson::new(&bdevs), || render::bdev_list(&bdevs))
             }
+            BdevCommand::Share { name, read_only } => {
+                let e = client.share(name, *read_only).await?;
+                printer.show(&ExportJson::from(&e), || format!("{}\n", e.uri))
+            }
+            BdevCommand::Unshare { name } => {
+                client.unshare(name).await?;
+                printer.show(&EmptyJson {}, || format!("unshared device {name:?}\n"))
+            }
         },
+        Command::Export(ExportCommand::List) => {
+            let exports = client.list_exports().await?;
+            printer.show(&ListExportsJson::new(&exports), || {
+                render::export_list(&exports)
+            })
+        }
         Command::Stats(cmd) => match cmd {
             StatsCommand::Io(IoArgs {
                 name,

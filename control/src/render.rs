@@ -4,7 +4,8 @@
 //! Thread: the CLI's main thread (pure functions).
 
 use io_engine_api::v1::{
-    Bdev, EngineInfo, GetIoStatsResponse, GetPoolStatsResponse, GetReactorStatsResponse, OpStats,
+    Bdev, EngineInfo, Export, GetIoStatsResponse, GetPoolStatsResponse, GetReactorStatsResponse,
+    OpStats,
 };
 
 use crate::format::{
@@ -57,6 +58,27 @@ pub(crate) fn bdev_list(bdevs: &[Bdev]) -> String {
             b.open_count.to_string(),
             yes_no(b.shared),
             b.uuid.clone(),
+        ]);
+    }
+    t.render()
+}
+
+/// Shared devices (`export list`).
+pub(crate) fn export_list(exports: &[Export]) -> String {
+    let mut t = Table::new(&[
+        ("DEVICE", Left),
+        ("PROTOCOL", Left),
+        ("READ ONLY", Left),
+        ("CONNECTIONS", Right),
+        ("URI", Left),
+    ]);
+    for e in exports {
+        t.row(vec![
+            e.bdev.clone(),
+            e.protocol.clone(),
+            yes_no(e.read_only),
+            e.connections.to_string(),
+            e.uri.clone(),
         ]);
     }
     t.render()

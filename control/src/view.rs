@@ -6,7 +6,7 @@
 //! Thread: the CLI's main thread.
 
 use io_engine_api::v1::{
-    Bdev, BdevIoStats, EngineInfo, GetIoStatsResponse, GetPoolStatsResponse,
+    Bdev, BdevIoStats, EngineInfo, Export, GetIoStatsResponse, GetPoolStatsResponse,
     GetReactorStatsResponse, Hugepages, OpStats, PoolCoreStats, PoolStats, ReactorStats,
 };
 use serde::Serialize;
@@ -56,6 +56,43 @@ impl<'a> ListBdevsJson<'a> {
     pub(crate) fn new(bdevs: &'a [Bdev]) -> Self {
         Self {
             bdevs: bdevs.iter().map(BdevJson::from).collect(),
+        }
+    }
+}
+
+/// `Export`.
+#[derive(Debug, Serialize)]
+pub(crate) struct ExportJson<'a> {
+    bdev: &'a str,
+    protocol: &'a str,
+    read_only: bool,
+    uri: &'a str,
+    connections: u32,
+}
+
+impl<'a> From<&'a Export> for ExportJson<'a> {
+    fn from(e: &'a Export) -> Self {
+        Self {
+            bdev: &e.bdev,
+            protocol: &e.protocol,
+            read_only: e.read_only,
+            uri: &e.uri,
+            connections: e.connections,
+        }
+    }
+}
+
+/// `ListExportsResponse`.
+#[derive(Debug, Serialize)]
+pub(crate) struct ListExportsJson<'a> {
+    exports: Vec<ExportJson<'a>>,
+}
+
+impl<'a> ListExportsJson<'a> {
+    /// The view of a list of exports.
+    pub(crate) fn new(exports: &'a [Export]) -> Self {
+        Self {
+            exports: exports.iter().map(ExportJson::from).collect(),
         }
     }
 }

@@ -48,6 +48,7 @@ pub async fn serve(
         <pb::stats_service_server::StatsServiceServer<Services> as tonic::server::NamedService>::NAME,
         <pb::engine_service_server::EngineServiceServer<Services> as tonic::server::NamedService>::NAME,
         <pb::perf_service_server::PerfServiceServer<Services> as tonic::server::NamedService>::NAME,
+        <pb::export_service_server::ExportServiceServer<Services> as tonic::server::NamedService>::NAME,
     ] {
         health.set_service_status(name, ServingStatus::Serving).await;
     }
@@ -73,7 +74,12 @@ pub async fn serve(
         .add_service(pb::engine_service_server::EngineServiceServer::new(
             services.clone(),
         ))
-        .add_service(pb::perf_service_server::PerfServiceServer::new(services))
+        .add_service(pb::perf_service_server::PerfServiceServer::new(
+            services.clone(),
+        ))
+        .add_service(pb::export_service_server::ExportServiceServer::new(
+            services,
+        ))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), draining)
         .await?;
     Ok(())

@@ -30,8 +30,11 @@ impl Services {
     }
 }
 
-fn bdev_msg(i: BdevInfo) -> pb::Bdev {
+fn bdev_msg(engine: &Engine, i: BdevInfo) -> pb::Bdev {
+    let share = engine.exports().get(&i.name);
     pb::Bdev {
+        shared: share.is_some(),
+        share_uri: share.map(|_| engine.nbd_uri(&i.name)).unwrap_or_default(),
         name: i.name,
         uuid: i.uuid.to_string(),
         uri: i.uri,
@@ -41,8 +44,6 @@ fn bdev_msg(i: BdevInfo) -> pb::Bdev {
         size_bytes: i.size_bytes,
         claimed: i.open > 0,
         open_count: i.open as u32,
-        shared: false,
-        share_uri: String::new(),
     }
 }
 
@@ -64,7 +65,7 @@ impl pb::bdev_service_server::BdevService for Services {
         let info = blocking(move || registry.create(&uri))
             .await?
             .map_err(status::bdev)?;
-        Ok(Response::new(bdev_msg(info)))
+        Ok(Response::new(bdev_msg(&self.engine, info)))
     }
 
     async fn destroy(
@@ -72,6 +73,11 @@ impl pb::bdev_service_server::BdevService for Services {
         req: Request<pb::DestroyBdevRequest>,
     ) -> Result<Response<pb::DestroyBdevResponse>, Status> {
         let name = req.into_inner().name;
+        if self.engine.exports().get(&name).is_some() {
+            return Err(Status::failed_precondition(format!(
+                "device {name:?} is shared over NBD; unshare it before destroying it"
+            )));
+        }
         let registry = self.engine.registry().clone();
         // Unmapping a large malloc device takes time: off the async workers.
         blocking(move || registry.destroy(&name))
@@ -85,7 +91,7 @@ impl pb::bdev_service_server::BdevService for Services {
         self.engine
             .registry()
             .get(&name)
-            .map(|i| Response::new(bdev_msg(i)))
+            .map(|i| Response::new(bdev_msg(&self.engine, i)))
             .ok_or_else(|| status::bdev(crate::bdev::BdevError::NotFound(name)))
     }
 
@@ -98,7 +104,7 @@ impl pb::bdev_service_server::BdevService for Services {
             .registry()
             .list()
             .into_iter()
-            .map(bdev_msg)
+            .map(|i| bdev_msg(&self.engine, i))
             .collect();
         Ok(Response::new(pb::ListBdevsResponse { bdevs }))
     }
@@ -309,5 +315,59 @@ impl pb::perf_service_server::PerfService for Services {
             jobs: rows.iter().map(job_msg).collect(),
             total: Some(job_msg(&total)),
         }))
+    }
+}
+
+fn export_msg(engine: &Engine, s: crate::nbd::ShareInfo) -> pb::Export {
+    pb::Export {
+        uri: engine.nbd_uri(&s.name),
+        bdev: s.name,
+        protocol: "nbd".into(),
+        read_only: s.read_only,
+        connections: s.connections as u32,
+    }
+}
+
+#[tonic::async_trait]
+impl pb::export_service_server::ExportService for Services {
+    async fn share(&self, req: Request<pb::ShareRequest>) -> Result<Response<pb::Export>, Status> {
+        let r = req.into_inner();
+        if !(r.protocol.is_empty() || r.protocol.eq_ignore_ascii_case("nbd")) {
+            return Err(status::invalid(format!(
+                "unknown protocol {:?}: this engine exports over nbd",
+                r.protocol
+            )));
+        }
+        let share = self
+            .engine
+            .exports()
+            .share(self.engine.registry(), &r.bdev, r.read_only)
+            .map_err(status::export)?;
+        Ok(Response::new(export_msg(&self.engine, share)))
+    }
+
+    async fn unshare(
+        &self,
+        req: Request<pb::UnshareRequest>,
+    ) -> Result<Response<pb::UnshareResponse>, Status> {
+        self.engine
+            .exports()
+            .unshare(&req.into_inner().bdev)
+            .map_err(status::export)?;
+        Ok(Response::new(pb::UnshareResponse {}))
+    }
+
+    async fn list(
+        &self,
+        _req: Request<pb::ListExportsRequest>,
+    ) -> Result<Response<pb::ListExportsResponse>, Status> {
+        let exports = self
+            .engine
+            .exports()
+            .list()
+            .into_iter()
+            .map(|s| export_msg(&self.engine, s))
+            .collect();
+        Ok(Response::new(pb::ListExportsResponse { exports }))
     }
 }

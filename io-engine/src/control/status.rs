@@ -6,6 +6,7 @@
 use tonic::{Code, Status};
 
 use crate::bdev::BdevError;
+use crate::nbd::ExportError;
 use crate::perf::PerfError;
 use crate::reactor::ReactorError;
 
@@ -40,6 +41,15 @@ pub(super) fn perf(e: PerfError) -> Status {
         PerfError::Reactor(e) => reactor(e),
         PerfError::Buffers(e) => Status::resource_exhausted(e.to_string()),
         e @ PerfError::Job { .. } => Status::internal(e.to_string()),
+    }
+}
+
+/// The status for an export error.
+pub(super) fn export(e: ExportError) -> Status {
+    match e {
+        ExportError::Bdev(e) => bdev(e),
+        e @ ExportError::AlreadyShared(_) => Status::already_exists(e.to_string()),
+        e @ ExportError::NotShared(_) => Status::not_found(e.to_string()),
     }
 }
 

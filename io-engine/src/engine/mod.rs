@@ -62,6 +62,7 @@ pub struct Engine {
     registry: Arc<BdevRegistry>,
     exports: Arc<Exports>,
     nbd: Arc<NbdCounters>,
+    nbd_addr: std::sync::OnceLock<String>,
     started: Instant,
 }
 
@@ -77,6 +78,7 @@ impl Engine {
         Ok(Engine {
             exports: Exports::new(config.nbd_max_per_export),
             nbd: Arc::new(NbdCounters::default()),
+            nbd_addr: std::sync::OnceLock::new(),
             config,
             reactors,
             registry,
@@ -102,6 +104,19 @@ impl Engine {
     /// The NBD export table.
     pub fn exports(&self) -> &Arc<Exports> {
         &self.exports
+    }
+
+    /// Records where the NBD server listens (for share URIs).
+    pub fn set_nbd_address(&self, addr: String) {
+        let _ = self.nbd_addr.set(addr);
+    }
+
+    /// The URI clients use for export `name`, once the NBD server listens.
+    pub fn nbd_uri(&self, name: &str) -> String {
+        match self.nbd_addr.get() {
+            Some(a) => format!("nbd://{a}/{name}"),
+            None => String::new(),
+        }
     }
 
     /// The NBD server's counters.

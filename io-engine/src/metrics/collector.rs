@@ -129,6 +129,12 @@ defs! {
         "Objects handed out now.";
     POOL_CACHE_SIZE: Gauge "io_engine_pool_cache_size" ["pool"]
         "Objects each core may keep in its cache (0: no cache).";
+    NBD_CONNECTIONS: Gauge "io_engine_nbd_connections" ["export"]
+        "NBD connections attached to the export now.";
+    NBD_REQUESTS: Counter "io_engine_nbd_requests_total" ["export", "cmd"]
+        "NBD requests received, per export and command.";
+    NBD_ERRORS: Counter "io_engine_nbd_errors_total" ["export", "errno"]
+        "NBD requests answered with an error, per export and errno name (\"other\": a protocol error that closed the connection).";
     BUILD_INFO: Gauge "io_engine_build_info" ["version", "revision"]
         "Always 1: the labels give the version and git revision of this build.";
     UPTIME: Gauge "io_engine_uptime_seconds" []
@@ -157,6 +163,8 @@ pub(super) struct Snapshot {
     pub(super) reactors: Vec<ReactorStats>,
     /// Object pools.
     pub(super) pools: Vec<PoolStats>,
+    /// NBD counters per export.
+    pub(super) nbd: Vec<crate::nbd::stats::ExportStats>,
     /// Which reactor holds each core slot seen in `pools`: per-core pool
     /// counters are kept by slot and reported by reactor index.
     pub(super) slot_cores: Vec<(u32, usize)>,
@@ -189,6 +197,21 @@ impl Snapshot {
             reactors: guarded("reactor counters", || engine.reactors().stats()).unwrap_or_default(),
             pools,
             slot_cores,
+            // Every share has its series, connected to or not.
+            nbd: guarded("NBD counters", || {
+                engine
+                    .exports()
+                    .list()
+                    .into_iter()
+                    .map(|s| {
+                        engine
+                            .nbd_counters()
+                            .export(&s.name)
+                            .snapshot(&s.name, s.connections as u64)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
         }
     }
 
@@ -201,6 +224,7 @@ impl Snapshot {
             reactors: Vec::new(),
             pools: Vec::new(),
             slot_cores: Vec::new(),
+            nbd: Vec::new(),
         }
     }
 
@@ -441,6 +465,17 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
         if p.in_use <= p.capacity {
             f.gauge(&POOL_IN_USE, &[pool], p.in_use as f64);
             f.gauge(&POOL_AVAILABLE, &[pool], p.available as f64);
+        }
+    }
+
+    for e in &s.nbd {
+        let export = e.export.as_str();
+        f.gauge(&NBD_CONNECTIONS, &[export], e.connections as f64);
+        for (cmd, n) in &e.requests {
+            f.counter(&NBD_REQUESTS, &[export, cmd.as_str()], *n);
+        }
+        for (errno, n) in &e.errors {
+            f.counter(&NBD_ERRORS, &[export, errno.as_str()], *n);
         }
     }
 

@@ -360,6 +360,11 @@ fn check_histogram(e: &Exposition, bdev: &str, op: &str) -> f64 {
 #[test]
 fn render_reports_the_io_done() {
     let engine = engine_with_io();
+    // A share, so the NBD series exist (all zero: no client connected).
+    engine
+        .exports()
+        .share(engine.registry(), "m0", false)
+        .unwrap();
     let text = render(&engine);
     let e = parse(&text).unwrap_or_else(|err| panic!("{err}\n{text}"));
 
@@ -387,9 +392,10 @@ fn render_reports_the_io_done() {
             assert_eq!(check_histogram(&e, bdev, op), n as f64, "{bdev} {op}");
         }
         assert_eq!(e.value("io_engine_bdev_in_flight", &[("bdev", bdev)]), 0.0);
+        // The share holds m0 open.
         assert_eq!(
             e.value("io_engine_bdev_open_descriptors", &[("bdev", bdev)]),
-            0.0
+            if bdev == "m0" { 1.0 } else { 0.0 }
         );
     }
     let (_, write_sum, _) =
@@ -462,6 +468,19 @@ fn render_reports_the_io_done() {
     assert_eq!(e.value("io_engine_pool_cache_size", &pool), 64.0);
     assert_eq!(e.value("io_engine_pool_in_use", &pool), 0.0);
     assert_eq!(e.value("io_engine_pool_available", &pool), 4096.0);
+
+    assert_eq!(
+        e.value("io_engine_nbd_connections", &[("export", "m0")]),
+        0.0
+    );
+    assert_eq!(
+        e.value(
+            "io_engine_nbd_requests_total",
+            &[("export", "m0"), ("cmd", "read")]
+        ),
+        0.0
+    );
+    engine.exports().unshare("m0").unwrap();
 
     // Every metric is there, with its help, type and label names.
     for d in DEFS {

@@ -66,6 +66,26 @@ impl ExportCounters {
         self.requests[command_index(c)].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A snapshot, for export `export` with `connections` attached.
+    pub fn snapshot(&self, export: &str, connections: u64) -> ExportStats {
+        ExportStats {
+            export: export.to_string(),
+            connections,
+            requests: COMMANDS
+                .iter()
+                .zip(&self.requests)
+                .map(|(n, v)| (n.to_string(), v.load(Ordering::Relaxed)))
+                .collect(),
+            errors: ERRNOS
+                .iter()
+                .map(|e| e.1)
+                .chain(["other"])
+                .zip(&self.errors)
+                .map(|(n, v)| (n.to_string(), v.load(Ordering::Relaxed)))
+                .collect(),
+        }
+    }
+
     /// A request was answered with `errno` (0: the connection was closed).
     pub fn error(&self, errno: u32) {
         let i = ERRNOS
@@ -117,28 +137,5 @@ impl NbdCounters {
     pub fn export(&self, name: &str) -> Arc<ExportCounters> {
         let mut m = self.exports.lock().unwrap_or_else(|e| e.into_inner());
         m.entry(name.to_string()).or_default().clone()
-    }
-
-    /// A snapshot of every export's counters.
-    pub fn snapshot(&self, attached: impl Fn(&str) -> u64) -> Vec<ExportStats> {
-        let m = self.exports.lock().unwrap_or_else(|e| e.into_inner());
-        m.iter()
-            .map(|(name, c)| ExportStats {
-                export: name.clone(),
-                connections: attached(name),
-                requests: COMMANDS
-                    .iter()
-                    .zip(&c.requests)
-                    .map(|(n, v)| (n.to_string(), v.load(Ordering::Relaxed)))
-                    .collect(),
-                errors: ERRNOS
-                    .iter()
-                    .map(|e| e.1)
-                    .chain(["other"])
-                    .zip(&c.errors)
-                    .map(|(n, v)| (n.to_string(), v.load(Ordering::Relaxed)))
-                    .collect(),
-            })
-            .collect()
     }
 }

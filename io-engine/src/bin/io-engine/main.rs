@@ -241,6 +241,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
     };
     // The bound addresses (a port of 0 gets one from the kernel).
     let bound = |l: &TcpListener, asked: SocketAddr| l.local_addr().unwrap_or(asked);
+    engine.set_nbd_address(bound(&nbd, args.nbd_addr).to_string());
     tracing::info!(
         version = VERSION,
         cores = %engine.config().cores,
