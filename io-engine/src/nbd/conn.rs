@@ -9,7 +9,7 @@
 //! write.
 
 use std::cell::{Cell, RefCell};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
@@ -44,12 +44,6 @@ impl AsFd for Stream {
 }
 
 impl Stream {
-    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => (&*s).read(buf),
-            Stream::Unix(s) => (&*s).read(buf),
-        }
-    }
     fn write(&self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => (&*s).write(buf),
@@ -97,7 +91,9 @@ struct Tx {
 
 struct State {
     phase: Phase,
+    /// Bytes read from the client; those before `start` are consumed.
     input: Vec<u8>,
+    start: usize,
     output: Vec<u8>,
     written: usize,
     eof: bool,
@@ -135,7 +131,8 @@ impl Connection {
             sock: Rc::new(sock),
             state: RefCell::new(State {
                 phase: Phase::Handshake(Box::new(hs)),
-                input: Vec::with_capacity(READ_CHUNK),
+                input: Vec::with_capacity(2 * READ_CHUNK),
+                start: 0,
                 output,
                 written: 0,
                 eof: false,
@@ -261,21 +258,17 @@ impl Connection {
         if st.eof || st.output.len() - st.written > OUTPUT_HIGH_WATER {
             return;
         }
-        let len = st.input.len();
-        st.input.resize(len + READ_CHUNK, 0);
-        match self.sock.read(&mut st.input[len..]) {
-            Ok(0) => {
-                // EOF without DISC is a normal close (fio never sends DISC).
-                st.input.truncate(len);
-                st.eof = true;
-            }
-            Ok(n) => st.input.truncate(len + n),
-            Err(e) => {
-                st.input.truncate(len);
-                if e.kind() != io::ErrorKind::WouldBlock && e.kind() != io::ErrorKind::Interrupted {
-                    st.eof = true;
-                }
-            }
+        // Drop what was consumed, then read into spare capacity (no zeroing).
+        let start = std::mem::take(&mut st.start);
+        st.input.drain(..start);
+        st.input.reserve(READ_CHUNK);
+        let fd = self.sock.clone();
+        match rustix::io::read(&*fd, rustix::buffer::spare_capacity(&mut st.input)) {
+            // EOF without DISC is a normal close (fio never sends DISC).
+            Ok(0) => st.eof = true,
+            Ok(_) => {}
+            Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => st.eof = true,
         }
     }
 
@@ -286,16 +279,16 @@ impl Connection {
             let st = &mut *st;
             let progressed = match &mut st.phase {
                 Phase::Handshake(hs) => {
-                    let (used, outcome) = match hs.feed(&st.input, &mut st.output) {
+                    let (used, outcome) = match hs.feed(&st.input[st.start..], &mut st.output) {
                         Ok(r) => r,
                         Err(e) => {
                             tracing::info!(peer = %self.peer, "NBD handshake failed: {e}");
-                            st.input.clear();
+                            st.start = st.input.len();
                             st.eof = true;
                             return;
                         }
                     };
-                    st.input.drain(..used);
+                    st.start += used;
                     match outcome {
                         None => used > 0,
                         Some(Outcome::Transmission {
@@ -328,12 +321,15 @@ impl Connection {
                     if st.output.len() - st.written > OUTPUT_HIGH_WATER {
                         return;
                     }
-                    match self.next_request(tx, &mut st.input, &mut st.output) {
-                        Ok(p) => p,
+                    match self.next_request(tx, &st.input[st.start..], &mut st.output) {
+                        Ok(used) => {
+                            st.start += used;
+                            used > 0
+                        }
                         Err(e) => {
                             tracing::info!(peer = %self.peer, "NBD connection closed: {e}");
                             tx.counters.error(0);
-                            st.input.clear();
+                            st.start = st.input.len();
                             st.eof = true;
                             return;
                         }
@@ -382,28 +378,27 @@ impl Connection {
         })
     }
 
-    /// Takes the next request (or payload bytes) from `input`. Returns
-    /// whether it made progress; an error closes the connection.
+    /// Takes the next request (or payload bytes) from `input`. Returns how
+    /// many bytes it consumed (0: it needs more input, or a buffer); an
+    /// error closes the connection.
     fn next_request(
         self: &Rc<Self>,
         tx: &mut Tx,
-        input: &mut Vec<u8>,
+        input: &[u8],
         output: &mut Vec<u8>,
-    ) -> Result<bool, String> {
+    ) -> Result<usize, String> {
         if tx.skip > 0 {
             let n = tx.skip.min(input.len());
-            input.drain(..n);
             tx.skip -= n;
-            return Ok(n > 0);
+            return Ok(n);
         }
         if let Some((req, mut buf, filled)) = tx.payload.take() {
             let want = req.length as usize - filled;
             let n = want.min(input.len());
             buf.as_mut_slice()[filled..filled + n].copy_from_slice(&input[..n]);
-            input.drain(..n);
             if filled + n < req.length as usize {
                 tx.payload = Some((req, buf, filled + n));
-                return Ok(n > 0);
+                return Ok(n);
             }
             self.submit(
                 tx,
@@ -411,30 +406,28 @@ impl Connection {
                 IoRequest::write(buf, req.offset, req.length as u64),
                 output,
             );
-            return Ok(true);
+            return Ok(n);
         }
         if tx.draining {
-            return Ok(false);
+            return Ok(0);
         }
         let Some((req, used)) = RequestParser::parse(input).map_err(|e| e.to_string())? else {
-            return Ok(false);
+            return Ok(0);
         };
         let export = &tx.attached.info;
         tx.counters.request(req.kind);
         if let Err(errno) = validate(&req, export, tx.structured, tx.block_status.is_some()) {
-            input.drain(..used);
             tx.skip = req.payload_len();
             tx.counters.error(errno);
             self.reply_error(tx.structured, &req, errno, output);
-            return Ok(true);
+            return Ok(used);
         }
         match req.kind {
             Command::Read | Command::Write => {
                 let Some(buf) = tx.bufs.take(req.length as usize) else {
                     // Every buffer is out: wait for a completion to return one.
-                    return Ok(false);
+                    return Ok(0);
                 };
-                input.drain(..used);
                 if req.kind == Command::Read {
                     self.submit(
                         tx,
@@ -447,11 +440,9 @@ impl Connection {
                 }
             }
             Command::Flush => {
-                input.drain(..used);
                 self.submit(tx, &req, IoRequest::no_data(IoType::Flush, 0, 0), output);
             }
             Command::Trim => {
-                input.drain(..used);
                 self.submit(
                     tx,
                     &req,
@@ -460,17 +451,14 @@ impl Connection {
                 );
             }
             Command::WriteZeroes => {
-                input.drain(..used);
                 let io = IoRequest::no_data(IoType::WriteZeroes, req.offset, req.length as u64);
                 self.submit(tx, &req, io, output);
             }
             Command::Cache => {
                 // Device memory is as close as a cache gets: nothing to do.
-                input.drain(..used);
                 put_simple_reply(output, req.cookie, 0);
             }
             Command::BlockStatus => {
-                input.drain(..used);
                 let end = (req.offset + req.length as u64).min(export.size);
                 let len = (end - req.offset).min(u32::MAX as u64) as u32;
                 let id = tx.block_status.unwrap_or(0);
@@ -483,12 +471,11 @@ impl Connection {
                 );
             }
             Command::Disc => {
-                input.drain(..used);
                 tx.draining = true;
             }
             Command::Unknown(_) => unreachable!("validate refuses unknown commands"),
         }
-        Ok(true)
+        Ok(used)
     }
 
     fn submit(self: &Rc<Self>, tx: &Tx, req: &Request, mut io: IoRequest, output: &mut Vec<u8>) {
