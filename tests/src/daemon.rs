@@ -102,13 +102,15 @@ pub struct Daemon {
     child: Child,
     grpc: SocketAddr,
     metrics: SocketAddr,
+    nbd: Option<SocketAddr>,
     log: Arc<Mutex<String>>,
     exited: Option<ExitStatus>,
 }
 
 impl Daemon {
     /// Starts the daemon with `--grpc-addr 127.0.0.1:0 --metrics-addr
-    /// 127.0.0.1:0 --log-format json` and then `args`, and waits (at most
+    /// 127.0.0.1:0 --log-format json` (and `--nbd-addr 127.0.0.1:0` unless
+    /// `args` or `env` choose the NBD address) and then `args`, and waits (at most
     /// [`START_TIMEOUT`]) for its serving line. Panics, with its stderr, if it
     /// exits or stays silent before that.
     pub fn start<I, S>(args: I) -> Daemon
@@ -139,6 +141,8 @@ impl Daemon {
         // Build the CLI now too: a build in the middle of a test (while a perf
         // run holds a device, say) would upset its timing.
         ctl_bin();
+        let args: Vec<std::ffi::OsString> =
+            args.into_iter().map(|a| a.as_ref().to_owned()).collect();
         let mut cmd = clean_command(daemon_bin());
         cmd.args([
             "--grpc-addr",
@@ -147,11 +151,16 @@ impl Daemon {
             "127.0.0.1:0",
             "--log-format",
             "json",
-        ])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        ]);
+        // The NBD listener's default port (10809) would be shared by every
+        // daemon of a test run: a kernel-chosen one unless the test picks one.
+        if !chooses_nbd_addr(&args, env) {
+            cmd.args(["--nbd-addr", "127.0.0.1:0"]);
+        }
+        cmd.args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -163,7 +172,7 @@ impl Daemon {
         let lines = drain_stderr(child.stderr.take().expect("stderr is piped"), log.clone());
         // From here on a panic must not leave the child running.
         let mut guard = KillOnDrop(Some(child));
-        let (grpc, metrics) = match wait_for_serving(&lines) {
+        let (grpc, metrics, nbd) = match wait_for_serving(&lines) {
             Ok(addrs) => addrs,
             Err(why) => {
                 let child = guard.0.as_mut().expect("the child is held");
@@ -182,6 +191,7 @@ impl Daemon {
             child,
             grpc,
             metrics,
+            nbd,
             log,
             exited: None,
         }
@@ -200,6 +210,18 @@ impl Daemon {
     /// The bound metrics address.
     pub fn metrics_addr(&self) -> SocketAddr {
         self.metrics
+    }
+
+    /// The bound NBD (TCP) address, as the serving line gives it. Panics if
+    /// that line had none.
+    pub fn nbd_addr(&self) -> SocketAddr {
+        self.nbd
+            .unwrap_or_else(|| panic!("the serving line gave no nbd address\n{}", self.stderr()))
+    }
+
+    /// `nbd://127.0.0.1:PORT/EXPORT`: the URI of export `export` over TCP.
+    pub fn nbd_uri(&self, export: &str) -> String {
+        format!("nbd://{}/{export}", self.nbd_addr())
     }
 
     /// `http://127.0.0.1:PORT` of the gRPC API.
@@ -383,16 +405,26 @@ fn drain_stderr(stderr: ChildStderr, log: Arc<Mutex<String>>) -> Receiver<String
     rx
 }
 
-/// Reads log lines until the serving line and returns its gRPC and metrics
-/// addresses.
-fn wait_for_serving(lines: &Receiver<String>) -> Result<(SocketAddr, SocketAddr), String> {
+/// Whether `args` or `env` set the NBD listening address themselves.
+fn chooses_nbd_addr(args: &[std::ffi::OsString], env: &[(&str, &str)]) -> bool {
+    args.iter().any(|a| {
+        let a = a.to_string_lossy();
+        a == "--nbd-addr" || a.starts_with("--nbd-addr=")
+    }) || env.iter().any(|(k, _)| *k == "IO_ENGINE_NBD_ADDR")
+}
+
+/// Reads log lines until the serving line and returns its gRPC, metrics
+/// and NBD addresses.
+fn wait_for_serving(
+    lines: &Receiver<String>,
+) -> Result<(SocketAddr, SocketAddr, Option<SocketAddr>), String> {
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match lines.recv_timeout(left) {
             Ok(line) => {
-                if let Some(addrs) = serving_addresses(&line)? {
-                    return Ok(addrs);
+                if let Some((grpc, metrics)) = serving_addresses(&line)? {
+                    return Ok((grpc, metrics, serving_nbd_address(&line)));
                 }
             }
             Err(RecvTimeoutError::Timeout) => {
@@ -424,6 +456,17 @@ pub fn serving_addresses(line: &str) -> Result<Option<(SocketAddr, SocketAddr)>,
     Ok(Some((addr("grpc")?, addr("metrics")?)))
 }
 
+/// The `nbd` address of a JSON `io-engine serving` log line; `None` for any
+/// other line, or a serving line without one.
+pub fn serving_nbd_address(line: &str) -> Option<SocketAddr> {
+    let event = serde_json::from_str::<serde_json::Value>(line).ok()?;
+    let fields = &event["fields"];
+    if fields["message"] != "io-engine serving" {
+        return None;
+    }
+    fields["nbd"].as_str()?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,5 +482,35 @@ mod tests {
         assert_eq!(serving_addresses(other).unwrap(), None);
         let broken = r#"{"fields":{"message":"io-engine serving","grpc":"x"}}"#;
         assert!(serving_addresses(broken).is_err());
+    }
+
+    #[test]
+    fn the_serving_line_gives_the_nbd_address() {
+        let line = r#"{"fields":{"message":"io-engine serving","grpc":"127.0.0.1:1","metrics":"127.0.0.1:2","nbd":"127.0.0.1:10809"}}"#;
+        assert_eq!(
+            serving_nbd_address(line),
+            Some("127.0.0.1:10809".parse().unwrap())
+        );
+        let without = r#"{"fields":{"message":"io-engine serving","grpc":"127.0.0.1:1"}}"#;
+        assert_eq!(serving_nbd_address(without), None);
+        let other = r#"{"fields":{"message":"device created","nbd":"127.0.0.1:3"}}"#;
+        assert_eq!(serving_nbd_address(other), None);
+    }
+
+    #[test]
+    fn a_chosen_nbd_address_is_kept() {
+        let os = |v: &[&str]| {
+            v.iter()
+                .map(Into::into)
+                .collect::<Vec<std::ffi::OsString>>()
+        };
+        assert!(!chooses_nbd_addr(&os(&["--share", "m0"]), &[]));
+        assert!(chooses_nbd_addr(&os(&["--nbd-addr", "127.0.0.1:5"]), &[]));
+        assert!(chooses_nbd_addr(&os(&["--nbd-addr=127.0.0.1:5"]), &[]));
+        assert!(chooses_nbd_addr(
+            &[],
+            &[("IO_ENGINE_NBD_ADDR", "127.0.0.1:5")]
+        ));
+        assert!(!chooses_nbd_addr(&os(&["--nbd-socket", "/tmp/s"]), &[]));
     }
 }

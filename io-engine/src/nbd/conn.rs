@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::export::{Attached, Exports};
-use super::handshake::{Handshake, HandshakeConfig, Outcome};
+use super::handshake::{Allocation, Handshake, HandshakeConfig, Outcome};
 use super::proto::*;
 use super::stats::{ExportCounters, NbdCounters};
 use super::transmission::{Command, Request, RequestParser, validate};
@@ -244,13 +244,16 @@ impl Connection {
     }
 
     fn close(&self) {
-        let phase = std::mem::replace(&mut self.state.borrow_mut().phase, Phase::Closed);
-        drop(phase); // the channel and the export attachment go here
-        drop(self.reg.borrow_mut().take());
-        if self.poller.borrow_mut().take().is_some() {
+        let poller = self.poller.borrow_mut().take();
+        if poller.is_some() {
+            // First: the accept loop's total must not lag the export's count.
             self.counters.connection_closed();
             tracing::debug!(peer = %self.peer, "NBD connection closed");
         }
+        let phase = std::mem::replace(&mut self.state.borrow_mut().phase, Phase::Closed);
+        drop(phase); // the channel and the export attachment go here
+        drop(self.reg.borrow_mut().take());
+        drop(poller);
     }
 
     fn read_input(&self) {
@@ -568,12 +571,26 @@ impl IoCompletion for Connection {
         {
             let mut st = self.state.borrow_mut();
             let st = &mut *st;
-            let structured = match &st.phase {
-                Phase::Transmission(tx) => tx.structured,
-                _ => false,
+            let (structured, zero) = match &st.phase {
+                Phase::Transmission(tx) => (
+                    tx.structured,
+                    tx.attached.info.data_kind == Allocation::Zero,
+                ),
+                _ => (false, false),
             };
             if !st.eof {
                 match status {
+                    // A device that stores nothing reads as zeroes, as its
+                    // base:allocation map says: a hole chunk, or zero bytes.
+                    Ok(()) if op == IoType::Read && zero => {
+                        if structured {
+                            put_offset_hole(&mut st.output, cookie, offset, len as u32, true);
+                        } else {
+                            put_simple_reply(&mut st.output, cookie, 0);
+                            let end = st.output.len() + len as usize;
+                            st.output.resize(end, 0);
+                        }
+                    }
                     Ok(()) if op == IoType::Read => {
                         let data = &buf.as_ref().expect("a read carries its buffer").as_slice()
                             [..len as usize];
