@@ -74,7 +74,7 @@ fn four_verifying_clients_and_random_drops_for_a_minute() {
     let uri = daemon.nbd_uri("soak");
 
     // Four verifying clients, each on a region of its own.
-    let mut fio = Command::new("fio")
+    let fio = Command::new("fio")
         .args([
             "--name=soak",
             "--ioengine=nbd",

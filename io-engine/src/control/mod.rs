@@ -56,13 +56,15 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
+    let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
     let draining = async move {
         shutdown.await;
         health
             .set_service_status("", ServingStatus::NotServing)
             .await;
+        let _ = drain_tx.send(());
     };
-    Server::builder()
+    let server = Server::builder()
         .add_service(health_service)
         .add_service(reflection)
         .add_service(pb::bdev_service_server::BdevServiceServer::new(
@@ -80,7 +82,22 @@ pub async fn serve(
         .add_service(pb::export_service_server::ExportServiceServer::new(
             services,
         ))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), draining)
-        .await?;
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), draining);
+    // Requests in progress get SHUTDOWN_GRACE to finish; an idle client that
+    // keeps its connection open does not hold the shutdown up past that.
+    let grace = async {
+        if drain_rx.await.is_ok() {
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        r = server => r?,
+        _ = grace => tracing::info!("gRPC connections still open after {SHUTDOWN_GRACE:?}; closing them"),
+    }
     Ok(())
 }
+
+/// How long requests in progress may take once shutdown starts.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
