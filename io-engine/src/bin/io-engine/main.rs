@@ -239,6 +239,10 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         }
         None => None,
     };
+    let signals = {
+        let _guard = runtime.enter();
+        Signals::install().map_err(|e| format!("cannot install signal handlers: {e}"))?
+    };
     // The bound addresses (a port of 0 gets one from the kernel).
     let bound = |l: &TcpListener, asked: SocketAddr| l.local_addr().unwrap_or(asked);
     engine.set_nbd_address(bound(&nbd, args.nbd_addr).to_string());
@@ -260,7 +264,14 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
     );
     let mut listeners = vec![Listener::Tcp(nbd)];
     listeners.extend(nbd_unix.map(Listener::Unix));
-    let clean = runtime.block_on(serve(engine.clone(), grpc, metrics, server, listeners));
+    let clean = runtime.block_on(serve(
+        engine.clone(),
+        grpc,
+        metrics,
+        server,
+        listeners,
+        signals,
+    ));
     if let Some(path) = &args.nbd_socket {
         let _ = std::fs::remove_file(path);
     }
@@ -295,6 +306,7 @@ async fn serve(
     metrics: TcpListener,
     nbd: Arc<NbdServer>,
     listeners: Vec<Listener>,
+    mut signals: Signals,
 ) -> bool {
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || {
@@ -315,7 +327,7 @@ async fn serve(
         .map(|l| tokio::spawn(nbd.clone().serve(l, dispatch.clone(), stopped())))
         .collect();
 
-    let signal = wait_for_signal().await;
+    let signal = signals.wait().await;
     tracing::info!("{signal}: shutting down");
     io_engine::perf::cancel_all();
     let _ = stop_tx.send(true);
@@ -339,17 +351,27 @@ async fn serve(
     drained.is_ok()
 }
 
-async fn wait_for_signal() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install signal handlers; stopping");
-        return "no signal handlers";
-    };
-    tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
+/// SIGTERM and SIGINT, caught from the moment this is made.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers; call inside the runtime, before saying the
+    /// daemon serves (a signal before then would kill it outright).
+    fn install() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn wait(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
     }
 }
