@@ -39,12 +39,13 @@ fn idle_adaptive_reactors_sleep_and_busy_ones_spin() {
     assert!(stats.iter().all(|s| s.idle_ns > s.busy_ns), "{stats:?}");
 
     // The same measurement sees busy reactors spin: it would catch a
-    // broken clock as well as a broken sleep.
+    // broken clock as well as a broken sleep. (A quarter of each core: other
+    // processes on a loaded machine take the rest; an idle one gives ~100 %.)
     let busy = Reactors::start(&cores, PollMode::Busy).unwrap();
     let share = cpu_share(Duration::from_millis(500));
     busy.stop();
     assert!(
-        share > 0.5 * n,
+        share > 0.25 * n,
         "{n} busy reactors used only {:.1} % of a core",
         share * 100.0
     );
