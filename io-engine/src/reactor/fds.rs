@@ -96,7 +96,10 @@ impl Fds {
             tv_sec: timeout.as_secs() as i64,
             tv_nsec: timeout.subsec_nanos() as i64,
         };
-        let ready: Vec<(u64, EventFlags)> = {
+        // Copied out of the event buffer (on the stack: no allocation per
+        // wait) so that handlers may register or drop fds while they run.
+        let mut ready = [(0u64, EventFlags::empty()); EVENTS_PER_WAIT];
+        let n = {
             let mut events = self.events.borrow_mut();
             events.clear();
             match epoll::wait(
@@ -111,13 +114,15 @@ impl Fds {
                     return false;
                 }
             }
-            if events.is_empty() {
-                return false;
+            for (slot, e) in ready.iter_mut().zip(events.iter()) {
+                *slot = (e.data.u64(), e.flags);
             }
-            events.iter().map(|e| (e.data.u64(), e.flags)).collect()
+            // `events` was made with exactly this capacity and never grows.
+            debug_assert!(events.len() <= EVENTS_PER_WAIT);
+            events.len().min(EVENTS_PER_WAIT)
         };
         let mut any = false;
-        for (token, flags) in ready {
+        for &(token, flags) in &ready[..n] {
             if token == WAKE_TOKEN {
                 let mut b = [0u8; 8];
                 let _ = rustix::io::read(wake, &mut b);

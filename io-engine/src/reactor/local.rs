@@ -200,25 +200,38 @@ pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim, fds: Fds) {
             }
         }
         busy |= handled > 0;
-
-        if local.fds.any() {
-            busy |= local.fds.poll(Duration::ZERO, &shared.wake);
-        }
         busy |= local.run_pollers();
         busy |= local.run_ready();
 
+        // The fds are polled last, so that an idle round waits for them in
+        // the same epoll_wait that asks whether they are ready: one system
+        // call per idle round, not two.
+        let now = tsc::now();
+        let idle_long_enough = match idle_before_sleep {
+            Some(threshold) => !busy && now - last_busy >= threshold,
+            None => false,
+        };
+        if idle_long_enough {
+            counters.round(false, now - last);
+
+            let woke_for_fd = sleep(&local, sleep_for);
+            let woke = tsc::now();
+            counters.slept(woke - now);
+            last = woke;
+            if woke_for_fd {
+                // The handlers ran inside the wait: that was work.
+                last_busy = woke;
+            }
+            continue;
+        }
+        if local.fds.any() {
+            busy |= local.fds.poll(Duration::ZERO, &shared.wake);
+        }
         let now = tsc::now();
         counters.round(busy, now - last);
         last = now;
         if busy {
             last_busy = now;
-        } else if let Some(threshold) = idle_before_sleep
-            && now - last_busy > threshold
-        {
-            sleep(&local, sleep_for);
-            let woke = tsc::now();
-            counters.slept(woke - last);
-            last = woke;
         }
     }
     // Drop what is still registered while the thread-local is alive.
@@ -231,16 +244,20 @@ pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim, fds: Fds) {
 
 /// Sleeps in epoll_wait for up to `max`, unless a message is already
 /// queued: a message (its sender writes the wake-up eventfd), a registered
-/// fd becoming ready, or the timeout ends the sleep.
-fn sleep(local: &Local, max: Duration) {
+/// fd becoming ready, or the timeout ends the sleep. Returns whether the
+/// handlers of ready fds ran.
+fn sleep(local: &Local, max: Duration) -> bool {
     let shared = &local.shared;
     shared.sleeping.store(true, Ordering::Relaxed);
     // Pairs with the fence in `Shared::post`.
     fence(Ordering::SeqCst);
-    if shared.queue.is_empty() && !shared.stop.load(Ordering::Acquire) {
-        local.fds.poll(max, &shared.wake);
-    }
+    let ran = if shared.queue.is_empty() && !shared.stop.load(Ordering::Acquire) {
+        local.fds.poll(max, &shared.wake)
+    } else {
+        false
+    };
     shared.sleeping.store(false, Ordering::Relaxed);
+    ran
 }
 
 /// Runs `f` on the calling reactor's fd set, if the thread is a reactor.

@@ -56,9 +56,12 @@ pub enum PollMode {
 }
 
 impl PollMode {
-    /// Adaptive mode with the default intervals (100 µs idle, 1 ms sleeps).
+    /// Adaptive mode with the default intervals: sleep as soon as a round
+    /// finds nothing to do, at most 1 ms at a time. Spinning a while before
+    /// sleeping buys wake-up latency with CPU; measured on NBD in
+    /// docs/performance.md (`adaptive:MICROS` on the command line).
     pub const ADAPTIVE: PollMode = PollMode::Adaptive {
-        idle_before_sleep: Duration::from_micros(100),
+        idle_before_sleep: Duration::ZERO,
         sleep: Duration::from_millis(1),
     };
 
@@ -77,9 +80,22 @@ impl std::str::FromStr for PollMode {
         match s {
             "busy" => Ok(PollMode::Busy),
             "adaptive" => Ok(PollMode::ADAPTIVE),
-            other => Err(format!(
-                "unknown poll mode {other:?}: expected busy or adaptive"
-            )),
+            other => {
+                match other.strip_prefix("adaptive:") {
+                    Some(us) => {
+                        let us: u64 = us.parse().map_err(|_| {
+                        format!("bad idle time in poll mode {other:?}: expected adaptive:MICROSECONDS")
+                    })?;
+                        Ok(PollMode::Adaptive {
+                            idle_before_sleep: Duration::from_micros(us),
+                            sleep: Duration::from_millis(1),
+                        })
+                    }
+                    None => Err(format!(
+                        "unknown poll mode {other:?}: expected busy, adaptive or adaptive:MICROSECONDS"
+                    )),
+                }
+            }
         }
     }
 }

@@ -234,3 +234,20 @@ fn a_sleeping_reactor_wakes_promptly_when_a_registered_fd_is_ready() {
     // The reactor sleeps up to 500 ms at a time: readiness must end it.
     assert!(worst < Duration::from_millis(100), "slowest echo {worst:?}");
 }
+
+#[test]
+fn poll_modes_parse_with_an_optional_idle_time() {
+    assert_eq!("busy".parse::<PollMode>(), Ok(PollMode::Busy));
+    assert_eq!("adaptive".parse::<PollMode>(), Ok(PollMode::ADAPTIVE));
+    assert_eq!(
+        "adaptive:25".parse::<PollMode>(),
+        Ok(PollMode::Adaptive {
+            idle_before_sleep: Duration::from_micros(25),
+            sleep: Duration::from_millis(1),
+        })
+    );
+    let e = "adaptive:soon".parse::<PollMode>().unwrap_err();
+    assert!(e.contains("adaptive:MICROSECONDS"), "{e}");
+    let e = "lazy".parse::<PollMode>().unwrap_err();
+    assert!(e.contains("busy, adaptive or adaptive:MICROSECONDS"), "{e}");
+}

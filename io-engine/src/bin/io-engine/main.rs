@@ -66,8 +66,9 @@ struct Args {
     )]
     bdevs: Vec<String>,
 
-    /// How idle reactors wait: busy (spin, lowest latency) or adaptive
-    /// (sleep when idle, wake on a message).
+    /// How idle reactors wait: busy (spin, lowest latency), adaptive (sleep
+    /// in epoll_wait as soon as idle, wake on a message or fd readiness) or
+    /// adaptive:MICROS (spin that long idle before sleeping).
     #[arg(long, env = "IO_ENGINE_POLL_MODE", default_value = "busy")]
     poll_mode: PollMode,
 
