@@ -14,6 +14,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "io_engine/v1/engine.proto",
         "io_engine/v1/perf.proto",
         "io_engine/v1/export.proto",
+        "io_engine/v1/accel.proto",
     ];
     tonic_prost_build::configure()
         .file_descriptor_set_path(out.join("io_engine_v1_descriptor.bin"))

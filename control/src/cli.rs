@@ -94,6 +94,22 @@ pub(crate) enum Command {
     /// List the devices shared over NBD.
     #[command(subcommand, arg_required_else_help = true)]
     Export(ExportCommand),
+    /// Describe the accel framework: modules, assignments, counters.
+    #[command(subcommand, arg_required_else_help = true)]
+    Accel(AccelCommand),
+}
+
+/// `accel ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum AccelCommand {
+    /// Registered modules, best first, with the opcodes they execute.
+    Modules,
+    /// The module that runs each opcode, and reactors that fell back to
+    /// software.
+    Assignments,
+    /// Tasks, failures, miscompares and bytes per opcode and module, and
+    /// submissions per module (pairs that never ran are left out).
+    Stats,
 }
 
 /// `export ...`

@@ -7,10 +7,12 @@ use std::future::Future;
 use std::time::Duration;
 
 use io_engine_api::v1::{
-    Bdev, CreateBdevRequest, DestroyBdevRequest, EngineInfo, Export, GetBdevRequest,
+    Bdev, CreateBdevRequest, DestroyBdevRequest, EngineInfo, Export, GetAccelStatsRequest,
+    GetAccelStatsResponse, GetAssignmentsRequest, GetAssignmentsResponse, GetBdevRequest,
     GetInfoRequest, GetIoStatsRequest, GetIoStatsResponse, GetPoolStatsRequest,
     GetPoolStatsResponse, GetReactorStatsRequest, GetReactorStatsResponse, ListBdevsRequest,
-    ListExportsRequest, ResetIoStatsRequest, ShareRequest, UnshareRequest,
+    ListExportsRequest, ListModulesRequest, ListModulesResponse, ResetIoStatsRequest, ShareRequest,
+    UnshareRequest, accel_service_client::AccelServiceClient,
     bdev_service_client::BdevServiceClient, engine_service_client::EngineServiceClient,
     export_service_client::ExportServiceClient, stats_service_client::StatsServiceClient,
 };
@@ -27,6 +29,7 @@ pub(crate) struct Client {
     stats: StatsServiceClient<Channel>,
     engine: EngineServiceClient<Channel>,
     export: ExportServiceClient<Channel>,
+    accel: AccelServiceClient<Channel>,
 }
 
 /// Where requests go and how long each may take.
@@ -89,8 +92,39 @@ impl Client {
             bdev: BdevServiceClient::new(channel.clone()),
             stats: StatsServiceClient::new(channel.clone()),
             engine: EngineServiceClient::new(channel.clone()),
-            export: ExportServiceClient::new(channel),
+            export: ExportServiceClient::new(channel.clone()),
+            accel: AccelServiceClient::new(channel),
         })
+    }
+
+    /// `AccelService.ListModules`.
+    pub(crate) async fn accel_modules(&mut self) -> Result<ListModulesResponse, CtlError> {
+        self.target
+            .call(
+                "AccelService.ListModules",
+                self.accel.list_modules(ListModulesRequest {}),
+            )
+            .await
+    }
+
+    /// `AccelService.GetAssignments`.
+    pub(crate) async fn accel_assignments(&mut self) -> Result<GetAssignmentsResponse, CtlError> {
+        self.target
+            .call(
+                "AccelService.GetAssignments",
+                self.accel.get_assignments(GetAssignmentsRequest {}),
+            )
+            .await
+    }
+
+    /// `AccelService.GetStats`.
+    pub(crate) async fn accel_stats(&mut self) -> Result<GetAccelStatsResponse, CtlError> {
+        self.target
+            .call(
+                "AccelService.GetStats",
+                self.accel.get_stats(GetAccelStatsRequest {}),
+            )
+            .await
     }
 
     /// `ExportService.Share` over NBD.

@@ -10,15 +10,17 @@ use serde::Serialize;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::cli::{
-    BdevCommand, Cli, Command, EngineCommand, ExportCommand, IoArgs, OutputFormat, StatsCommand,
+    AccelCommand, BdevCommand, Cli, Command, EngineCommand, ExportCommand, IoArgs, OutputFormat,
+    StatsCommand,
 };
 use crate::client::Client;
 use crate::error::CtlError;
 use crate::rate::interval_rates;
 use crate::render;
 use crate::view::{
-    BdevJson, EmptyJson, EngineInfoJson, ExportJson, GetIoStatsJson, GetPoolStatsJson,
-    GetReactorStatsJson, ListBdevsJson, ListExportsJson,
+    AccelAssignmentsJson, AccelModulesJson, AccelStatsJson, BdevJson, EmptyJson, EngineInfoJson,
+    ExportJson, GetIoStatsJson, GetPoolStatsJson, GetReactorStatsJson, ListBdevsJson,
+    ListExportsJson,
 };
 
 /// Connects to the engine, runs `cli.command` and writes its result to `out`.
@@ -53,6 +55,22 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
             BdevCommand::Unshare { name } => {
                 client.unshare(name).await?;
                 printer.show(&EmptyJson {}, || format!("unshared device {name:?}\n"))
+            }
+        },
+        Command::Accel(cmd) => match cmd {
+            AccelCommand::Modules => {
+                let r = client.accel_modules().await?;
+                printer.show(&AccelModulesJson::new(&r), || render::accel_modules(&r))
+            }
+            AccelCommand::Assignments => {
+                let r = client.accel_assignments().await?;
+                printer.show(&AccelAssignmentsJson::new(&r), || {
+                    render::accel_assignments(&r)
+                })
+            }
+            AccelCommand::Stats => {
+                let r = client.accel_stats().await?;
+                printer.show(&AccelStatsJson::new(&r), || render::accel_stats(&r))
             }
         },
         Command::Export(ExportCommand::List) => {

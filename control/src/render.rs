@@ -4,8 +4,8 @@
 //! Thread: the CLI's main thread (pure functions).
 
 use io_engine_api::v1::{
-    Bdev, EngineInfo, Export, GetIoStatsResponse, GetPoolStatsResponse, GetReactorStatsResponse,
-    OpStats,
+    Bdev, EngineInfo, Export, GetAccelStatsResponse, GetAssignmentsResponse, GetIoStatsResponse,
+    GetPoolStatsResponse, GetReactorStatsResponse, ListModulesResponse, OpStats,
 };
 
 use crate::format::{
@@ -61,6 +61,66 @@ pub(crate) fn bdev_list(bdevs: &[Bdev]) -> String {
         ]);
     }
     t.render()
+}
+
+/// Accel modules (`accel modules`).
+pub(crate) fn accel_modules(r: &ListModulesResponse) -> String {
+    let mut t = Table::new(&[
+        ("MODULE", Left),
+        ("OPCODES", Left),
+        ("MAX BATCH", Right),
+        ("MAX TRANSFER", Right),
+    ]);
+    for m in &r.modules {
+        t.row(vec![
+            m.name.clone(),
+            m.opcodes.join(","),
+            m.max_batch.to_string(),
+            m.max_transfer.to_string(),
+        ]);
+    }
+    t.render()
+}
+
+/// Opcode assignments (`accel assignments`), then any fallbacks.
+pub(crate) fn accel_assignments(r: &GetAssignmentsResponse) -> String {
+    let mut t = Table::new(&[("OPCODE", Left), ("MODULE", Left)]);
+    for a in &r.assignments {
+        t.row(vec![a.opcode.clone(), a.module.clone()]);
+    }
+    let mut out = t.render();
+    for f in &r.fallbacks {
+        out.push_str(&format!("fallback: {f}\n"));
+    }
+    out
+}
+
+/// Accel counters (`accel stats`): pairs that ran, then submissions per
+/// module.
+pub(crate) fn accel_stats(r: &GetAccelStatsResponse) -> String {
+    let mut t = Table::new(&[
+        ("OPCODE", Left),
+        ("MODULE", Left),
+        ("EXECUTED", Right),
+        ("FAILED", Right),
+        ("MISCOMPARES", Right),
+        ("BYTES", Right),
+    ]);
+    for o in r.ops.iter().filter(|o| o.executed + o.failed > 0) {
+        t.row(vec![
+            o.opcode.clone(),
+            o.module.clone(),
+            o.executed.to_string(),
+            o.failed.to_string(),
+            o.miscompares.to_string(),
+            o.bytes.to_string(),
+        ]);
+    }
+    let mut m = Table::new(&[("MODULE", Left), ("BATCHES", Right)]);
+    for s in &r.modules {
+        m.row(vec![s.module.clone(), s.batches.to_string()]);
+    }
+    format!("{}\n{}", t.render(), m.render())
 }
 
 /// Shared devices (`export list`).

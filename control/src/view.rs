@@ -6,8 +6,9 @@
 //! Thread: the CLI's main thread.
 
 use io_engine_api::v1::{
-    Bdev, BdevIoStats, EngineInfo, Export, GetIoStatsResponse, GetPoolStatsResponse,
-    GetReactorStatsResponse, Hugepages, OpStats, PoolCoreStats, PoolStats, ReactorStats,
+    Bdev, BdevIoStats, EngineInfo, Export, GetAccelStatsResponse, GetAssignmentsResponse,
+    GetIoStatsResponse, GetPoolStatsResponse, GetReactorStatsResponse, Hugepages,
+    ListModulesResponse, OpStats, PoolCoreStats, PoolStats, ReactorStats,
 };
 use serde::Serialize;
 
@@ -56,6 +57,119 @@ impl<'a> ListBdevsJson<'a> {
     pub(crate) fn new(bdevs: &'a [Bdev]) -> Self {
         Self {
             bdevs: bdevs.iter().map(BdevJson::from).collect(),
+        }
+    }
+}
+
+/// `ListModulesResponse` (`accel modules`).
+#[derive(Debug, Serialize)]
+pub(crate) struct AccelModulesJson<'a> {
+    modules: Vec<AccelModuleJson<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct AccelModuleJson<'a> {
+    name: &'a str,
+    opcodes: &'a [String],
+    max_batch: u64,
+    max_transfer: u64,
+}
+
+impl<'a> AccelModulesJson<'a> {
+    /// The view of the module list.
+    pub(crate) fn new(r: &'a ListModulesResponse) -> Self {
+        Self {
+            modules: r
+                .modules
+                .iter()
+                .map(|m| AccelModuleJson {
+                    name: &m.name,
+                    opcodes: &m.opcodes,
+                    max_batch: m.max_batch,
+                    max_transfer: m.max_transfer,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `GetAssignmentsResponse` (`accel assignments`).
+#[derive(Debug, Serialize)]
+pub(crate) struct AccelAssignmentsJson<'a> {
+    assignments: Vec<AccelAssignmentJson<'a>>,
+    fallbacks: &'a [String],
+}
+
+#[derive(Debug, Serialize)]
+struct AccelAssignmentJson<'a> {
+    opcode: &'a str,
+    module: &'a str,
+}
+
+impl<'a> AccelAssignmentsJson<'a> {
+    /// The view of the assignments.
+    pub(crate) fn new(r: &'a GetAssignmentsResponse) -> Self {
+        Self {
+            assignments: r
+                .assignments
+                .iter()
+                .map(|a| AccelAssignmentJson {
+                    opcode: &a.opcode,
+                    module: &a.module,
+                })
+                .collect(),
+            fallbacks: &r.fallbacks,
+        }
+    }
+}
+
+/// `GetAccelStatsResponse` (`accel stats`): every pair, zeroes included.
+#[derive(Debug, Serialize)]
+pub(crate) struct AccelStatsJson<'a> {
+    ops: Vec<AccelOpJson<'a>>,
+    modules: Vec<AccelModuleStatsJson<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct AccelOpJson<'a> {
+    opcode: &'a str,
+    module: &'a str,
+    executed: u64,
+    failed: u64,
+    miscompares: u64,
+    bytes: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct AccelModuleStatsJson<'a> {
+    module: &'a str,
+    batches: u64,
+}
+
+impl<'a> AccelStatsJson<'a> {
+    /// The view of the accel counters.
+    pub(crate) fn new(r: &'a GetAccelStatsResponse) -> Self {
+        Self {
+            ops: r
+                .ops
+                .iter()
+                .map(|o| AccelOpJson {
+                    opcode: &o.opcode,
+                    module: &o.module,
+                    executed: o.executed,
+                    failed: o.failed,
+                    miscompares: o.miscompares,
+                    bytes: o.bytes,
+                })
+                .collect(),
+            modules: r
+                .modules
+                .iter()
+                .map(|m| AccelModuleStatsJson {
+                    module: &m.module,
+                    batches: m.batches,
+                })
+                .collect(),
         }
     }
 }

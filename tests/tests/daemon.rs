@@ -313,6 +313,97 @@ fn u(v: &Value) -> u64 {
 }
 
 // ---------------------------------------------------------------------------
+// Accel
+// ---------------------------------------------------------------------------
+
+/// malloc moves its data through accel: a perf run's writes and reads show
+/// up as software copies in `accel stats`, the gRPC stats and /metrics, and
+/// `accel modules` / `accel assignments` describe the framework.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malloc_io_runs_as_accel_copies_seen_by_cli_and_metrics() {
+    let d = Daemon::start_quiet([
+        "--bdev",
+        "malloc:///a0?size_mb=16&blk_size=4096",
+        "--accel-assign",
+        "copy=software",
+    ]);
+    let w = run_perf(&d, perf_request(&["a0"], "randwrite", 0.3)).await;
+    let r = run_perf(&d, perf_request(&["a0"], "randread", 0.3)).await;
+    let ios = w.total.unwrap().ios + r.total.unwrap().ios;
+
+    let modules = ctl_json(&d, &["accel", "modules"]);
+    let m = &modules["modules"][0];
+    assert_eq!(m["name"], "software", "{modules}");
+    let ops: Vec<&str> = m["opcodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "copy",
+            "fill",
+            "compare",
+            "dualcast",
+            "crc32c",
+            "copy_crc32c"
+        ]
+    );
+    assert!(u(&m["max_batch"]) > 1);
+    let table = ctl_ok(&d, &["accel", "modules"]);
+    assert!(table.contains("software"), "{table}");
+
+    let a = ctl_json(&d, &["accel", "assignments"]);
+    for entry in a["assignments"].as_array().unwrap() {
+        assert_eq!(entry["module"], "software", "{a}");
+    }
+    assert!(a["fallbacks"].as_array().unwrap().is_empty(), "{a}");
+
+    let st = ctl_json(&d, &["accel", "stats"]);
+    let copy = st["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["opcode"] == "copy" && o["module"] == "software")
+        .unwrap_or_else(|| panic!("{st}"));
+    assert_eq!(u(&copy["executed"]), ios, "one accel copy per IO: {st}");
+    assert_eq!(u(&copy["bytes"]), ios * 4096, "{st}");
+    assert_eq!(u(&copy["failed"]), 0);
+    let batches = u(&st["modules"][0]["batches"]);
+    assert!(
+        batches > 0 && batches <= ios,
+        "{batches} batches for {ios} IOs"
+    );
+    let text = ctl_ok(&d, &["accel", "stats"]);
+    assert!(
+        text.contains("copy") && text.contains(&ios.to_string()),
+        "{text}"
+    );
+
+    let body = http::get(&d.metrics_url()).expect("GET /metrics").text();
+    let series = r#"io_engine_accel_ops_total{opcode="copy",module="software"}"#;
+    assert_eq!(sample(&body, series), ios as f64);
+    let bytes = r#"io_engine_accel_bytes_total{opcode="copy",module="software"}"#;
+    assert_eq!(sample(&body, bytes), (ios * 4096) as f64);
+    assert_eq!(
+        sample(
+            &body,
+            r#"io_engine_accel_failures_total{opcode="copy",module="software"}"#
+        ),
+        0.0
+    );
+    assert_eq!(
+        sample(&body, r#"io_engine_accel_batches_total{module="software"}"#),
+        batches as f64
+    );
+
+    let info = ctl_json(&d, &["engine", "info"]);
+    assert_eq!(info["accel_modules"][0], "software", "{info}");
+}
+
+// ---------------------------------------------------------------------------
 // Devices given at start
 // ---------------------------------------------------------------------------
 
@@ -786,7 +877,7 @@ async fn engine_info_reactor_and_pool_stats_describe_the_daemon() {
     assert_eq!(info["poll_mode"], "adaptive", "{info}");
     assert!(u(&info["uptime_ns"]) > 0, "{info}");
     assert_eq!(u(&info["io_pool_size"]), 65535, "{info}");
-    assert_eq!(info["accel_modules"], serde_json::json!([]), "{info}");
+    assert_eq!(info["accel_modules"], serde_json::json!(["software"]), "{info}");
     let kv = key_values(&ctl_ok(&d, &["engine", "info"]));
     assert_eq!(kv["version"], VERSION);
     assert_eq!(kv["cores"], cpu.to_string());
@@ -1464,6 +1555,21 @@ fn bad_flags_exit_2_with_one_line_naming_the_problem() {
             vec!["-l", &cpu, "--frobnicate"],
             vec![],
             vec!["--frobnicate"],
+        ),
+        (
+            vec!["-l", &cpu, "--accel-assign", "copy=nosuch"],
+            vec![],
+            vec!["unknown accel module", "nosuch"],
+        ),
+        (
+            vec!["-l", &cpu],
+            vec![("IO_ENGINE_ACCEL_ASSIGN", "copy")],
+            vec!["expected OPCODE=MODULE"],
+        ),
+        (
+            vec!["-l", &cpu, "--accel-assign", "move=software"],
+            vec![],
+            vec!["move=software"],
         ),
     ];
     for (flags, env, words) in cases {

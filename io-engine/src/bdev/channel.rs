@@ -236,7 +236,9 @@ impl Inner {
         if self.closed.get() {
             self.retire_if_drained();
         }
-        if n > 0 || retried {
+        // IO still in the device (an offload engine working on it) keeps
+        // the reactor polling rather than sleeping.
+        if n > 0 || retried || self.in_flight.get() > 0 {
             Poll::Busy
         } else {
             Poll::Idle

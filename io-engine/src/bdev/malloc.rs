@@ -1,30 +1,36 @@
 //! The malloc device: RAM-backed, in DMA memory (2 MiB hugepages when the host
-//! has them reserved, normal pages otherwise). Reads and writes copy data;
-//! write_zeroes and unmap zero the range; flush has nothing to do.
+//! has them reserved, normal pages otherwise). Its data moves through the
+//! accel framework: reads and writes are accel copies, write_zeroes and
+//! unmap accel fills, so an offload engine (I/OAT) moves malloc data with no
+//! change here. Flush has nothing to do.
 //!
 //! Thread: the device (its memory) is shared by every core; each channel
-//! lives on one reactor. Submission only queues an IO; the channel's poll
-//! copies the data of every queued IO, prefetching the next IO's memory
-//! while the current one copies, and completes them on that same core.
+//! lives on one reactor and uses that reactor's accel channel. Submission
+//! only queues an IO; the channel's poll hands every queued IO to accel as
+//! one batch, polls accel, and completes what finished, on that same core.
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 
-use super::io::{BdevIo, IoType};
+use super::io::{BdevIo, IoError, IoType};
 use super::uri::BdevSpec;
 use super::{Bdev, DeviceChannel, Identity};
+use crate::accel::{Accel, AccelChannel, AccelError, Completion, Done, Status};
 use crate::env::dma::{DmaError, DmaRegion, check_memory};
 
 /// A malloc device.
 pub struct Malloc {
     id: Identity,
     mem: Arc<DmaRegion>,
+    accel: Arc<Accel>,
 }
 
 impl Malloc {
     /// Allocates the device's memory (zeroed), after checking that it can
     /// be had: a request for more memory than there is gets an error, not
     /// the process OOM-killed.
-    pub fn new(spec: BdevSpec) -> Result<Self, DmaError> {
+    pub fn new(spec: BdevSpec, accel: Arc<Accel>) -> Result<Self, DmaError> {
         let len = usize::try_from(spec.size_bytes())
             .map_err(|_| DmaError::TooLarge { len: usize::MAX })?;
         check_memory(len)?;
@@ -32,6 +38,7 @@ impl Malloc {
         Ok(Malloc {
             id: Identity::new(spec),
             mem,
+            accel,
         })
     }
 }
@@ -50,90 +57,95 @@ impl Bdev for Malloc {
         true
     }
     fn create_channel(&self) -> Box<dyn DeviceChannel> {
+        let finished = Rc::new(Finished::default());
         Box::new(MallocChannel {
             mem: self.mem.clone(),
+            accel: self.accel.channel(),
+            done: finished.clone(),
+            finished,
             pending: Vec::with_capacity(256),
+            spare: Vec::with_capacity(256),
+            in_accel: Vec::new(),
+            free_tags: Vec::new(),
         })
+    }
+}
+
+/// Collects accel completions for the channel's next poll.
+#[derive(Default)]
+struct Finished {
+    list: RefCell<Vec<(u64, Completion)>>,
+}
+
+impl Done for Finished {
+    fn done(&self, tag: u64, c: Completion) {
+        self.list.borrow_mut().push((tag, c));
     }
 }
 
 struct MallocChannel {
     mem: Arc<DmaRegion>,
+    accel: Rc<AccelChannel>,
+    finished: Rc<Finished>,
+    done: Rc<dyn Done>,
+    /// IOs submitted, not yet handed to accel.
     pending: Vec<BdevIo>,
+    /// `pending`'s other buffer, swapped in while a poll hands IOs over.
+    spare: Vec<BdevIo>,
+    /// IOs in accel, by tag.
+    in_accel: Vec<Option<BdevIo>>,
+    free_tags: Vec<u64>,
 }
 
 impl MallocChannel {
-    /// Moves an IO's data. The channel validated the range: offset + len <=
-    /// device size <= region length, and data IOs carry a buffer of at
-    /// least len bytes.
+    /// Adds an IO's data movement to `batch`, under `tag`. The bdev channel
+    /// validated the range: offset + len <= device size <= region length,
+    /// and data IOs carry a buffer of at least len bytes.
     #[inline]
-    fn execute(&self, io: &mut BdevIo) {
+    fn add(
+        &self,
+        batch: &mut crate::accel::Batch<'_>,
+        io: &mut BdevIo,
+        tag: u64,
+    ) -> Result<(), AccelError> {
         let (offset, len) = (io.offset() as usize, io.len() as usize);
-        let base = self.mem.as_ptr();
-        match io.op() {
-            IoType::Read => {
-                let buf = io.buf_mut().expect("validated: read has a buffer");
-                // SAFETY: source and destination ranges are inside their live
-                // mappings (validated above) and distinct (the buffer is not
-                // device memory). The device memory is reached only through
-                // raw pointers; concurrent IOs to the same blocks race on
-                // content only, as on any block device.
-                unsafe { std::ptr::copy_nonoverlapping(base.add(offset), buf.as_ptr(), len) };
-            }
-            IoType::Write => {
-                let buf = io.buf().expect("validated: write has a buffer");
-                // SAFETY: as for reads, in the other direction.
-                unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), base.add(offset), len) };
-            }
-            IoType::WriteZeroes | IoType::Unmap => {
-                // SAFETY: the range is inside the mapping (validated).
-                unsafe { std::ptr::write_bytes(base.add(offset), 0, len) };
-            }
-            IoType::Flush => {}
-        }
-        io.set_status(Ok(()));
-    }
-
-    /// Starts pulling the first lines of the next IO's device memory into
-    /// the cache while the current IO copies, so that copy does not begin
-    /// with a full memory latency: the source of a read, the destination (for
-    /// writing) of a write. The hardware prefetcher takes over from there.
-    #[inline]
-    fn prefetch(&self, io: &BdevIo) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};
-            let base = self.mem.as_ptr().wrapping_add(io.offset() as usize) as *const i8;
-            let len = io.len() as usize;
-            // SAFETY (every prefetch below): prefetch has no architectural
-            // effect and never faults; the addresses are inside the mapping.
+        // SAFETY: offset + len is inside the mapping (validated above).
+        let dev = unsafe { self.mem.as_ptr().add(offset) };
+        // SAFETY: for each submission below, the device range is inside its
+        // live mapping, which the channel keeps alive (`mem`) past the IO;
+        // the IO buffer is owned by the IO, which the channel holds in
+        // `in_accel` until accel reports the task done. They are distinct
+        // (a buffer is not device memory). Concurrent IOs to the same
+        // blocks race on content only, as on any block device.
+        unsafe {
             match io.op() {
                 IoType::Read => {
-                    for l in (0..PREFETCH_READ.min(len)).step_by(64) {
-                        // SAFETY: see above.
-                        unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(l)) }
-                    }
+                    let buf = io.buf_mut().expect("validated: read has a buffer");
+                    batch.copy(buf.as_ptr(), dev, len, tag, &self.done)
                 }
                 IoType::Write => {
-                    for l in (0..PREFETCH_WRITE.min(len)).step_by(64) {
-                        // SAFETY: see above.
-                        unsafe { _mm_prefetch::<_MM_HINT_ET0>(base.wrapping_add(l)) }
-                    }
+                    let buf = io.buf().expect("validated: write has a buffer");
+                    batch.copy(dev, buf.as_ptr(), len, tag, &self.done)
                 }
-                _ => {}
+                IoType::WriteZeroes | IoType::Unmap => batch.fill(dev, 0, len, tag, &self.done),
+                IoType::Flush => unreachable!("flush is completed without accel"),
+            }
+        }
+    }
+
+    fn park(&mut self, io: BdevIo) -> u64 {
+        match self.free_tags.pop() {
+            Some(t) => {
+                self.in_accel[t as usize] = Some(io);
+                t
+            }
+            None => {
+                self.in_accel.push(Some(io));
+                (self.in_accel.len() - 1) as u64
             }
         }
     }
 }
-
-/// Bytes of the next read's source and the next write's destination that
-/// are prefetched ahead of their copy. Measured with bdev-perf on 4 KiB
-/// random IO over 1 GiB, one core (docs/performance.md): copying in the poll
-/// with 1 KiB prefetched took reads from 3.4 M to 5.1 M IOPS (256 B and
-/// 4 KiB both did worse); 256 B prefetched for writes did best of the sizes
-/// tried (5.5 M, against 5.3 M without).
-const PREFETCH_READ: usize = 1024;
-const PREFETCH_WRITE: usize = 256;
 
 impl DeviceChannel for MallocChannel {
     #[inline]
@@ -141,26 +153,60 @@ impl DeviceChannel for MallocChannel {
         self.pending.push(io);
     }
 
-    /// Copies the data of every queued IO, prefetching the next one's source
-    /// while the current one copies, and reports them all complete.
+    /// Hands every queued IO to accel in one batch, polls accel, and
+    /// reports the IOs whose data has moved.
     #[inline]
     fn poll(&mut self, done: &mut Vec<BdevIo>) -> usize {
-        let n = self.pending.len();
-        if n == 0 {
-            return 0;
-        }
-        let mut pending = std::mem::take(&mut self.pending);
-        if let Some(first) = pending.first() {
-            self.prefetch(first);
-        }
-        for i in 0..n {
-            if let Some(next) = pending.get(i + 1) {
-                self.prefetch(next);
+        let before = done.len();
+        if !self.pending.is_empty() {
+            let accel = self.accel.clone();
+            let mut batch = accel.batch();
+            let mut pending = std::mem::replace(&mut self.pending, std::mem::take(&mut self.spare));
+            for mut io in pending.drain(..) {
+                if io.op() == IoType::Flush {
+                    io.set_status(Ok(()));
+                    done.push(io);
+                    continue;
+                }
+                let tag = match self.free_tags.last() {
+                    Some(&t) => t,
+                    None => self.in_accel.len() as u64,
+                };
+                match self.add(&mut batch, &mut io, tag) {
+                    Ok(()) => {
+                        let t = self.park(io);
+                        debug_assert_eq!(t, tag);
+                    }
+                    // No task or batch room left: the rest waits for the
+                    // next poll, after completions free tasks.
+                    Err(AccelError::NoTask { .. }) | Err(AccelError::BatchFull { .. }) => {
+                        self.pending.push(io)
+                    }
+                    Err(e) => {
+                        tracing::error!("malloc: accel refused an IO: {e}");
+                        io.set_status(Err(IoError::Device(libc::EIO)));
+                        done.push(io);
+                    }
+                }
             }
-            self.execute(&mut pending[i]);
+            self.spare = pending;
+            batch.submit();
         }
-        done.append(&mut pending);
-        self.pending = pending;
-        n
+        self.accel.poll();
+        for (tag, c) in self.finished.list.borrow_mut().drain(..) {
+            let Some(mut io) = self.in_accel[tag as usize].take() else {
+                continue;
+            };
+            self.free_tags.push(tag);
+            io.set_status(match c.status {
+                Status::Success => Ok(()),
+                other => {
+                    tracing::warn!("malloc: accel task ended {}", other.name());
+                    Err(IoError::Device(libc::EIO))
+                }
+            });
+            done.push(io);
+        }
+        done.len() - before
     }
 }

@@ -16,6 +16,7 @@ use super::malloc::Malloc;
 use super::null::Null;
 use super::stats::{DeviceStats, IoStats};
 use super::uri::{self, BdevKind, BdevSpec, UriError};
+use crate::accel::Accel;
 use crate::env::dma::DmaError;
 use crate::pool::{DEFAULT_CACHE_SIZE, ObjectPool, PoolConfig, PoolError, PoolStats};
 
@@ -129,11 +130,19 @@ pub struct BdevRegistry {
     /// are never both checked against the same free memory. Lookups do not
     /// wait for it.
     building: Mutex<()>,
+    /// The accel framework that moves the data of devices that move data.
+    accel: Arc<Accel>,
 }
 
 impl BdevRegistry {
-    /// An empty registry with an IO pool of the given shape.
+    /// An empty registry with an IO pool of the given shape, its devices'
+    /// data moved by the software accel module.
     pub fn new(pool: IoPoolConfig) -> Result<BdevRegistry, BdevError> {
+        Self::with_accel(pool, Accel::software())
+    }
+
+    /// An empty registry whose devices move data through `accel`.
+    pub fn with_accel(pool: IoPoolConfig, accel: Arc<Accel>) -> Result<BdevRegistry, BdevError> {
         let io_pool = ObjectPool::new(
             PoolConfig::new("bdev_io", pool.size, pool.cores).cache_size(pool.cache),
             |_| IoSlot::default(),
@@ -142,6 +151,7 @@ impl BdevRegistry {
             devices: Mutex::new(BTreeMap::new()),
             io_pool: Arc::new(io_pool),
             building: Mutex::new(()),
+            accel,
         })
     }
 
@@ -159,7 +169,7 @@ impl BdevRegistry {
         if self.devices().contains_key(&spec.name) {
             return Err(BdevError::Exists(spec.name));
         }
-        let bdev = Self::build(spec)?;
+        let bdev = self.build(spec)?;
         let mut devices = self.devices();
         let name = bdev.name().to_string();
         if devices.contains_key(&name) {
@@ -176,12 +186,15 @@ impl BdevRegistry {
         Ok(info)
     }
 
-    fn build(spec: BdevSpec) -> Result<Arc<dyn Bdev>, BdevError> {
+    fn build(&self, spec: BdevSpec) -> Result<Arc<dyn Bdev>, BdevError> {
         Ok(match spec.kind {
             BdevKind::Null => Arc::new(Null::new(spec)),
             BdevKind::Malloc => {
                 let name = spec.name.clone();
-                Arc::new(Malloc::new(spec).map_err(|source| BdevError::NoMemory { name, source })?)
+                Arc::new(
+                    Malloc::new(spec, self.accel.clone())
+                        .map_err(|source| BdevError::NoMemory { name, source })?,
+                )
             }
         })
     }

@@ -49,6 +49,7 @@ pub async fn serve(
         <pb::engine_service_server::EngineServiceServer<Services> as tonic::server::NamedService>::NAME,
         <pb::perf_service_server::PerfServiceServer<Services> as tonic::server::NamedService>::NAME,
         <pb::export_service_server::ExportServiceServer<Services> as tonic::server::NamedService>::NAME,
+        <pb::accel_service_server::AccelServiceServer<Services> as tonic::server::NamedService>::NAME,
     ] {
         health.set_service_status(name, ServingStatus::Serving).await;
     }
@@ -80,8 +81,9 @@ pub async fn serve(
             services.clone(),
         ))
         .add_service(pb::export_service_server::ExportServiceServer::new(
-            services,
+            services.clone(),
         ))
+        .add_service(pb::accel_service_server::AccelServiceServer::new(services))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), draining);
     // Requests in progress get SHUTDOWN_GRACE to finish; an idle client that
     // keeps its connection open does not hold the shutdown up past that.

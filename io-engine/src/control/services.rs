@@ -254,7 +254,13 @@ impl pb::engine_service_server::EngineService for Services {
             poll_mode: e.config().poll_mode.name().into(),
             uptime_ns: e.uptime().as_nanos() as u64,
             hugepages,
-            accel_modules: Vec::new(),
+            accel_modules: self
+                .engine
+                .accel()
+                .modules()
+                .into_iter()
+                .map(|m| m.name.to_string())
+                .collect(),
             io_pool_size: e.config().io_pool_size as u64,
             io_pool_cache: e.config().io_pool_cache as u64,
         }))
@@ -369,5 +375,73 @@ impl pb::export_service_server::ExportService for Services {
             .map(|s| export_msg(&self.engine, s))
             .collect();
         Ok(Response::new(pb::ListExportsResponse { exports }))
+    }
+}
+
+#[tonic::async_trait]
+impl pb::accel_service_server::AccelService for Services {
+    async fn list_modules(
+        &self,
+        _req: Request<pb::ListModulesRequest>,
+    ) -> Result<Response<pb::ListModulesResponse>, Status> {
+        let modules = self
+            .engine
+            .accel()
+            .modules()
+            .into_iter()
+            .map(|m| pb::AccelModule {
+                name: m.name.into(),
+                opcodes: m.opcodes.iter().map(|o| o.name().into()).collect(),
+                max_batch: m.max_batch as u64,
+                max_transfer: m.max_transfer as u64,
+            })
+            .collect();
+        Ok(Response::new(pb::ListModulesResponse { modules }))
+    }
+
+    async fn get_assignments(
+        &self,
+        _req: Request<pb::GetAssignmentsRequest>,
+    ) -> Result<Response<pb::GetAssignmentsResponse>, Status> {
+        let accel = self.engine.accel();
+        let assignments = accel
+            .assignments()
+            .into_iter()
+            .map(|(op, m)| pb::AccelAssignment {
+                opcode: op.name().into(),
+                module: m.into(),
+            })
+            .collect();
+        Ok(Response::new(pb::GetAssignmentsResponse {
+            assignments,
+            fallbacks: accel.notes(),
+        }))
+    }
+
+    async fn get_stats(
+        &self,
+        _req: Request<pb::GetAccelStatsRequest>,
+    ) -> Result<Response<pb::GetAccelStatsResponse>, Status> {
+        let (ops, mods) = self.engine.accel().stats();
+        Ok(Response::new(pb::GetAccelStatsResponse {
+            ops: ops
+                .into_iter()
+                .map(|s| pb::AccelOpStats {
+                    opcode: s.opcode.name().into(),
+                    module: s.module.into(),
+                    executed: s.executed,
+                    failed: s.failed,
+                    miscompares: s.miscompares,
+                    bytes: s.bytes,
+                })
+                .collect(),
+            modules: mods
+                .into_iter()
+                .map(|m| pb::AccelModuleStats {
+                    module: m.module.into(),
+                    batches: m.batches,
+                })
+                .collect(),
+        }))
     }
 }

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::accel::{Accel, AccelError, Assignment, Module};
 use crate::bdev::{BdevError, BdevRegistry, IoPoolConfig};
 use crate::env::cores::CoreSet;
 use crate::nbd::{Dispatch, Exports, NbdCounters};
@@ -42,6 +43,11 @@ pub struct EngineConfig {
     /// NBD connections per export beyond which clients are refused (0: no
     /// limit).
     pub nbd_max_per_export: usize,
+    /// Accel offload modules, best first (the software module is always
+    /// added after them).
+    pub accel_modules: Vec<Arc<dyn Module>>,
+    /// Opcode assignments that override the default (best module).
+    pub accel_assign: Vec<Assignment>,
 }
 
 /// Errors starting an engine.
@@ -53,6 +59,9 @@ pub enum EngineError {
     /// The registry (its IO pool) could not be built.
     #[error(transparent)]
     Bdev(#[from] BdevError),
+    /// The accel assignment names a module that is missing or unfit.
+    #[error(transparent)]
+    Accel(#[from] AccelError),
 }
 
 /// A running engine.
@@ -60,6 +69,7 @@ pub struct Engine {
     config: EngineConfig,
     reactors: Reactors,
     registry: Arc<BdevRegistry>,
+    accel: Arc<Accel>,
     exports: Arc<Exports>,
     nbd: Arc<NbdCounters>,
     nbd_addr: std::sync::OnceLock<String>,
@@ -69,11 +79,15 @@ pub struct Engine {
 impl Engine {
     /// Starts the reactors and an empty registry.
     pub fn start(config: EngineConfig) -> Result<Engine, EngineError> {
-        let registry = Arc::new(BdevRegistry::new(IoPoolConfig {
-            size: config.io_pool_size,
-            cache: config.io_pool_cache,
-            cores: config.cores.len(),
-        })?);
+        let accel = Accel::new(config.accel_modules.clone(), &config.accel_assign)?;
+        let registry = Arc::new(BdevRegistry::with_accel(
+            IoPoolConfig {
+                size: config.io_pool_size,
+                cache: config.io_pool_cache,
+                cores: config.cores.len(),
+            },
+            accel.clone(),
+        )?);
         let reactors = Reactors::start(&config.cores, config.poll_mode)?;
         Ok(Engine {
             exports: Exports::new(config.nbd_max_per_export),
@@ -82,6 +96,7 @@ impl Engine {
             config,
             reactors,
             registry,
+            accel,
             started: Instant::now(),
         })
     }
@@ -94,6 +109,11 @@ impl Engine {
     /// The reactors.
     pub fn reactors(&self) -> &Reactors {
         &self.reactors
+    }
+
+    /// The accel framework.
+    pub fn accel(&self) -> &Arc<Accel> {
+        &self.accel
     }
 
     /// The devices.

@@ -135,6 +135,16 @@ defs! {
         "NBD requests received, per export and command.";
     NBD_ERRORS: Counter "io_engine_nbd_errors_total" ["export", "errno"]
         "NBD requests answered with an error, per export and errno name (\"other\": a protocol error that closed the connection).";
+    ACCEL_OPS: Counter "io_engine_accel_ops_total" ["opcode", "module"]
+        "Accel tasks executed (successes and miscompares), per opcode and module.";
+    ACCEL_BYTES: Counter "io_engine_accel_bytes_total" ["opcode", "module"]
+        "Bytes of successful accel tasks, per opcode and module.";
+    ACCEL_FAILURES: Counter "io_engine_accel_failures_total" ["opcode", "module"]
+        "Accel tasks the module failed, per opcode and module.";
+    ACCEL_MISCOMPARES: Counter "io_engine_accel_miscompares_total" ["opcode", "module"]
+        "Accel compares that found a difference, per opcode and module.";
+    ACCEL_BATCHES: Counter "io_engine_accel_batches_total" ["module"]
+        "Submissions to the module: one per batch or single task.";
     BUILD_INFO: Gauge "io_engine_build_info" ["version", "revision"]
         "Always 1: the labels give the version and git revision of this build.";
     UPTIME: Gauge "io_engine_uptime_seconds" []
@@ -165,6 +175,8 @@ pub(super) struct Snapshot {
     pub(super) pools: Vec<PoolStats>,
     /// NBD counters per export.
     pub(super) nbd: Vec<crate::nbd::stats::ExportStats>,
+    /// Accel counters per (opcode, module) and per module.
+    pub(super) accel: (Vec<crate::accel::OpStats>, Vec<crate::accel::ModuleStats>),
     /// Which reactor holds each core slot seen in `pools`: per-core pool
     /// counters are kept by slot and reported by reactor index.
     pub(super) slot_cores: Vec<(u32, usize)>,
@@ -212,6 +224,7 @@ impl Snapshot {
                     .collect()
             })
             .unwrap_or_default(),
+            accel: guarded("accel counters", || engine.accel().stats()).unwrap_or_default(),
         }
     }
 
@@ -225,6 +238,7 @@ impl Snapshot {
             pools: Vec::new(),
             slot_cores: Vec::new(),
             nbd: Vec::new(),
+            accel: Default::default(),
         }
     }
 
@@ -479,6 +493,18 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
         }
     }
 
+    let (ops, modules) = &s.accel;
+    for o in ops {
+        let labels = [o.opcode.name(), o.module];
+        f.counter(&ACCEL_OPS, &labels, o.executed);
+        f.counter(&ACCEL_BYTES, &labels, o.bytes);
+        f.counter(&ACCEL_FAILURES, &labels, o.failed);
+        f.counter(&ACCEL_MISCOMPARES, &labels, o.miscompares);
+    }
+    for m in modules {
+        f.counter(&ACCEL_BATCHES, &[m.module], m.batches);
+    }
+
     f.gauge(&BUILD_INFO, &[s.build.version, s.build.revision], 1.0);
     if let Some(up) = s.uptime {
         f.gauge(&UPTIME, &[], up.as_secs_f64());
@@ -492,7 +518,7 @@ enum Source {
     /// keeps the engine alive (the daemon stops it by unwrapping its `Arc`).
     Live(Weak<Engine>),
     /// A snapshot already taken.
-    Fixed(Snapshot),
+    Fixed(Box<Snapshot>),
 }
 
 /// The `prometheus` collector of the engine's metrics: [`Collector::collect`]
@@ -510,7 +536,7 @@ impl EngineCollector {
 
     /// Reports `snapshot`.
     pub(super) fn fixed(snapshot: Snapshot) -> Self {
-        Self::with(Source::Fixed(snapshot))
+        Self::with(Source::Fixed(Box::new(snapshot)))
     }
 
     fn with(source: Source) -> Self {

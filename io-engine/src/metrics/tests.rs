@@ -263,6 +263,8 @@ fn start_engine() -> Engine {
         io_pool_size: 4096,
         io_pool_cache: 64,
         nbd_max_per_export: 0,
+        accel_modules: Vec::new(),
+        accel_assign: Vec::new(),
     })
     .unwrap()
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use io_engine::accel::Assignment;
 use io_engine::engine::{Engine, EngineConfig};
 use io_engine::env::affinity;
 use io_engine::env::cores::CoreSet;
@@ -71,6 +72,17 @@ struct Args {
     /// adaptive:MICROS (spin that long idle before sleeping).
     #[arg(long, env = "IO_ENGINE_POLL_MODE", default_value = "busy")]
     poll_mode: PollMode,
+
+    /// Run an accel opcode on a given module, e.g. copy=software; repeat the
+    /// flag for more (in the environment variable, separate by commas).
+    /// Default: each opcode on the best registered module that supports it.
+    #[arg(
+        long = "accel-assign",
+        value_name = "OPCODE=MODULE",
+        env = "IO_ENGINE_ACCEL_ASSIGN",
+        value_delimiter = ','
+    )]
+    accel_assign: Vec<Assignment>,
 
     /// IO objects in the shared pool.
     #[arg(long, env = "IO_ENGINE_IO_POOL_SIZE", default_value_t = 65535)]
@@ -204,6 +216,8 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         io_pool_size: args.io_pool_size,
         io_pool_cache: args.io_pool_cache,
         nbd_max_per_export: args.nbd_max_connections,
+        accel_modules: Vec::new(),
+        accel_assign: args.accel_assign.clone(),
     })?);
     for uri in &args.bdevs {
         engine

@@ -1,0 +1,49 @@
+//! The module seam: what an accel engine (software, I/OAT) provides.
+//!
+//! Thread: a [`Module`] is shared by every thread and only describes the
+//! engine and makes channels; a [`ModuleChannel`] is made on, and used only
+//! by, the thread of the [`AccelChannel`](super::AccelChannel) that owns it.
+
+use super::{Completion, Opcode, Task, TaskId};
+
+/// An accel engine.
+pub trait Module: Send + Sync {
+    /// Short name, as in `--accel-assign copy=NAME` and metrics labels.
+    fn name(&self) -> &'static str;
+
+    /// Whether the module executes `op`.
+    fn supports(&self, op: Opcode) -> bool;
+
+    /// The longest task of `op` it takes, in bytes (it splits longer
+    /// transfers internally up to this).
+    fn max_transfer(&self, op: Opcode) -> usize;
+
+    /// The most tasks it takes in one [`ModuleChannel::submit`].
+    fn max_batch(&self) -> usize;
+
+    /// A channel for the calling thread, or `None` when the module has no
+    /// channel to give it (I/OAT: every hardware channel is taken); the
+    /// framework then runs that thread's tasks on the software module.
+    fn create_channel(&self) -> Option<Box<dyn ModuleChannel>>;
+}
+
+/// One thread's channel to a module.
+pub trait ModuleChannel {
+    /// Takes the tasks `ids` of `tasks` (at most `max_batch`), in one
+    /// hand-off to the engine. A module that finishes tasks at once (the
+    /// software module) reports them in `done`; the framework calls their
+    /// callbacks at its next poll, never from inside a submission.
+    fn submit(&mut self, tasks: &[Task], ids: &[TaskId], done: &mut Vec<(TaskId, Completion)>);
+
+    /// Reports tasks that finished since the last poll; returns how many.
+    fn poll(&mut self, done: &mut Vec<(TaskId, Completion)>) -> usize;
+
+    /// Tasks the engine holds (submitted, not yet reported).
+    fn in_flight(&self) -> usize;
+}
+
+impl std::fmt::Debug for dyn Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}

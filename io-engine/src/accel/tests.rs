@@ -1,0 +1,389 @@
+//! Tests of the framework with the software module: the conformance
+//! suite, the CRC convention, batches, the task pool, assignment and
+//! stats.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::conformance::{self, Arena, Recorder, reference_crc32c};
+use super::software::kernels::crc32c_update;
+use super::*;
+
+#[test]
+#[cfg_attr(miri, ignore)]
+fn software_passes_the_conformance_suite() {
+    let accel = Accel::software();
+    conformance::run_all(&accel, 4 << 20);
+    let (ops, mods) = accel.stats();
+    for op in Opcode::ALL {
+        let s = ops
+            .iter()
+            .find(|s| s.opcode == op && s.module == "software")
+            .unwrap();
+        assert!(s.executed > 0, "{op} counted nothing");
+        assert_eq!(s.failed, 0, "{op}");
+    }
+    let compare = ops
+        .iter()
+        .find(|s| s.opcode == Opcode::Compare && s.module == "software")
+        .unwrap();
+    assert!(compare.miscompares > 0);
+    assert!(mods[0].batches > 0);
+}
+
+#[test]
+fn crc32c_check_value_and_chaining() {
+    assert_eq!(crc32c_update(0, b"123456789"), 0xE306_9283);
+    assert_eq!(reference_crc32c(0, b"123456789"), 0xE306_9283);
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i * 31 % 251) as u8).collect();
+    let whole = crc32c_update(0, &data);
+    for cut in [0, 1, 7, 4096, 9999, 10_000] {
+        let (a, b) = data.split_at(cut);
+        assert_eq!(crc32c_update(crc32c_update(0, a), b), whole, "cut at {cut}");
+    }
+    // SPDK's convention: its result for seed s is the complement of ours.
+    let spdk_style = |seed: u32, d: &[u8]| !reference_crc32c(seed, d);
+    assert_eq!(spdk_style(0, b"123456789"), !0xE306_9283u32);
+}
+
+#[test]
+#[cfg_attr(miri, ignore)]
+fn crc32c_through_the_framework_chains_across_tasks() {
+    let accel = Accel::software();
+    let ch = accel.channel();
+    let data = b"123456789".to_vec();
+    let (r, d) = Recorder::new();
+    // SAFETY: `data` outlives the wait.
+    unsafe { ch.crc32c(&[IoVec::new(data.as_ptr(), 9)], 0, 0, &d) }.unwrap();
+    r.wait(&ch, 1, "crc");
+    assert_eq!(r.only("crc").crc, 0xE306_9283);
+    let (r, d) = Recorder::new();
+    let first = crc32c_update(0, &data[..4]);
+    // SAFETY: as above.
+    unsafe { ch.crc32c(&[IoVec::new(data[4..].as_ptr(), 5)], first, 0, &d) }.unwrap();
+    r.wait(&ch, 1, "chained crc");
+    assert_eq!(r.only("chained crc").crc, 0xE306_9283);
+}
+
+struct CallsBack(Rc<Cell<bool>>, Rc<Cell<u32>>);
+impl Done for CallsBack {
+    fn done(&self, _tag: u64, _c: Completion) {
+        assert!(!self.0.get(), "callback ran inside a submission");
+        self.1.set(self.1.get() + 1);
+    }
+}
+
+#[test]
+fn callbacks_run_at_poll_never_inside_submit() {
+    let accel = Accel::software();
+    let ch = accel.channel();
+    let inside = Rc::new(Cell::new(false));
+    let count = Rc::new(Cell::new(0));
+    let d: Rc<dyn Done> = Rc::new(CallsBack(inside.clone(), count.clone()));
+    let src = vec![1u8; 4096];
+    let mut dst = vec![0u8; 4096];
+    inside.set(true);
+    // SAFETY: the buffers outlive the poll below.
+    unsafe { ch.copy(dst.as_mut_ptr(), src.as_ptr(), 4096, 0, &d) }.unwrap();
+    let mut b = ch.batch();
+    // SAFETY: as above.
+    unsafe { b.fill(dst.as_mut_ptr(), 3, 4096, 1, &d) }.unwrap();
+    b.submit();
+    inside.set(false);
+    assert_eq!(count.get(), 0);
+    assert_eq!(ch.in_flight(), 2);
+    assert_eq!(ch.poll(), 2);
+    assert_eq!(count.get(), 2);
+    assert_eq!(ch.in_flight(), 0);
+    assert!(dst.iter().all(|&b| b == 3));
+}
+
+#[test]
+fn a_batch_is_one_hand_off_and_its_limit_is_enforced() {
+    let accel = Accel::software();
+    let ch = accel.channel();
+    let (r, d) = Recorder::new();
+    let src = [7u8; 64];
+    let mut dst = vec![0u8; 64 * software::MAX_BATCH];
+    let before = accel.stats().1[0].batches;
+    let mut b = ch.batch();
+    for i in 0..software::MAX_BATCH {
+        // SAFETY: the buffers outlive the wait.
+        unsafe { b.copy(dst.as_mut_ptr().add(i * 64), src.as_ptr(), 64, i as u64, &d) }.unwrap();
+    }
+    assert_eq!(ch.max_batch(Opcode::Copy), software::MAX_BATCH);
+    // SAFETY: refused before use.
+    let e = unsafe { b.copy(dst.as_mut_ptr(), src.as_ptr(), 64, 0, &d) }.unwrap_err();
+    assert_eq!(
+        e,
+        AccelError::BatchFull {
+            module: "software",
+            max: software::MAX_BATCH
+        }
+    );
+    b.submit();
+    r.wait(&ch, software::MAX_BATCH, "full batch");
+    assert_eq!(accel.stats().1[0].batches, before + 1);
+    assert!(dst.iter().all(|&x| x == 7));
+}
+
+#[test]
+fn a_dropped_batch_returns_its_tasks_without_callbacks() {
+    let accel = Accel::software();
+    let ch = accel.channel();
+    let (r, d) = Recorder::new();
+    let src = [1u8; 16];
+    let mut dst = [0u8; 16];
+    {
+        let mut b = ch.batch();
+        // SAFETY: never submitted.
+        unsafe { b.copy(dst.as_mut_ptr(), src.as_ptr(), 16, 0, &d) }.unwrap();
+        assert_eq!(ch.in_flight(), 1);
+    }
+    assert_eq!(ch.in_flight(), 0);
+    assert_eq!(ch.poll(), 0);
+    assert!(r.seen.borrow().is_empty());
+    assert_eq!(dst, [0u8; 16]);
+}
+
+#[test]
+fn an_exhausted_task_pool_refuses_and_recovers() {
+    let accel = Accel::with_tasks(Vec::new(), &[], 4).unwrap();
+    let ch = accel.channel();
+    let (r, d) = Recorder::new();
+    let src = [9u8; 8];
+    let mut dst = [0u8; 40];
+    for i in 0..4 {
+        // SAFETY: the buffers outlive the wait.
+        unsafe { ch.copy(dst.as_mut_ptr().add(i * 8), src.as_ptr(), 8, i as u64, &d) }.unwrap();
+    }
+    // SAFETY: refused before use.
+    let e = unsafe { ch.copy(dst.as_mut_ptr().add(32), src.as_ptr(), 8, 9, &d) }.unwrap_err();
+    assert_eq!(e, AccelError::NoTask { capacity: 4 });
+    assert!(e.to_string().contains("all 4 accel tasks"));
+    r.wait(&ch, 4, "pool");
+    // SAFETY: as above.
+    unsafe { ch.copy(dst.as_mut_ptr().add(32), src.as_ptr(), 8, 9, &d) }.unwrap();
+    r.wait(&ch, 5, "pool after poll");
+    assert!(dst.iter().all(|&x| x == 9));
+}
+
+#[test]
+fn channels_are_per_thread_and_shared_on_a_thread() {
+    let accel = Accel::software();
+    let a = accel.channel();
+    let b = accel.channel();
+    assert!(Rc::ptr_eq(&a, &b));
+    let other = Accel::software();
+    assert!(!Rc::ptr_eq(&a, &other.channel()));
+    let accel2 = accel.clone();
+    std::thread::spawn(move || {
+        let c = accel2.channel();
+        assert_eq!(c.in_flight(), 0);
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn assignments_parse_and_are_checked() {
+    let a: Assignment = "copy=software".parse().unwrap();
+    assert_eq!(a.op, Opcode::Copy);
+    assert_eq!(a.module, "software");
+    for bad in ["copy", "=software", "copy=", "move=software"] {
+        assert!(
+            matches!(bad.parse::<Assignment>(), Err(AccelError::BadAssignment(_))),
+            "{bad}"
+        );
+    }
+    let e = Accel::new(Vec::new(), &["fill=ioat".parse().unwrap()])
+        .err()
+        .unwrap();
+    assert_eq!(e, AccelError::UnknownModule("ioat".into()));
+    let accel = Accel::new(Vec::new(), &["fill=software".parse().unwrap()]).unwrap();
+    assert!(accel.assignments().iter().all(|(_, m)| *m == "software"));
+}
+
+/// A module that claims copy only and has no channel for any thread.
+struct Absent;
+impl Module for Absent {
+    fn name(&self) -> &'static str {
+        "absent"
+    }
+    fn supports(&self, op: Opcode) -> bool {
+        op == Opcode::Copy
+    }
+    fn max_transfer(&self, _op: Opcode) -> usize {
+        4096
+    }
+    fn max_batch(&self) -> usize {
+        8
+    }
+    fn create_channel(&self) -> Option<Box<dyn ModuleChannel>> {
+        None
+    }
+}
+
+#[test]
+fn a_module_without_a_channel_falls_back_to_software_and_says_so() {
+    let accel = Accel::new(vec![Arc::new(Absent)], &[]).unwrap();
+    assert_eq!(accel.assigned(Opcode::Copy), "absent");
+    assert_eq!(accel.assigned(Opcode::Fill), "software");
+    assert!(
+        Accel::new(vec![Arc::new(Absent)], &["fill=absent".parse().unwrap()]).is_err(),
+        "absent does not support fill"
+    );
+    let ch = accel.channel();
+    assert_eq!(ch.module_for(Opcode::Copy), "software");
+    let notes = accel.notes();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains("copy (assigned to absent)"), "{notes:?}");
+    let (r, d) = Recorder::new();
+    let src = [5u8; 100];
+    let mut dst = [0u8; 100];
+    // SAFETY: the buffers outlive the wait.
+    unsafe { ch.copy(dst.as_mut_ptr(), src.as_ptr(), 100, 0, &d) }.unwrap();
+    r.wait(&ch, 1, "fallback copy");
+    assert_eq!(dst, src);
+}
+
+#[test]
+fn stats_count_bytes_failures_and_miscompares() {
+    let accel = Accel::software();
+    let ch = accel.channel();
+    let (r, d) = Recorder::new();
+    let a = [1u8; 512];
+    let mut b = [1u8; 512];
+    // SAFETY: the buffers outlive the wait.
+    unsafe {
+        ch.compare(a.as_ptr(), b.as_ptr(), 512, 0, &d).unwrap();
+    }
+    r.wait(&ch, 1, "compare");
+    b[100] = 2;
+    // SAFETY: as above.
+    unsafe { ch.compare(a.as_ptr(), b.as_ptr(), 512, 1, &d).unwrap() };
+    r.wait(&ch, 2, "compare");
+    let (ops, _) = accel.stats();
+    let s = ops
+        .iter()
+        .find(|s| s.opcode == Opcode::Compare && s.module == "software")
+        .unwrap();
+    assert_eq!(
+        (s.executed, s.miscompares, s.failed, s.bytes),
+        (2, 1, 0, 512)
+    );
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Copy { len: usize, so: usize, d_o: usize },
+    Fill { len: usize, o: usize, byte: u8 },
+    Compare { len: usize, flip: Option<usize> },
+    Crc { lens: Vec<usize>, seed: u32 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (1usize..20_000, 0usize..64, 0usize..64).prop_map(|(len, so, d_o)| Op::Copy {
+            len,
+            so,
+            d_o
+        }),
+        (1usize..20_000, 0usize..64, any::<u8>()).prop_map(|(len, o, byte)| Op::Fill {
+            len,
+            o,
+            byte
+        }),
+        (1usize..20_000, proptest::option::of(any::<usize>()))
+            .prop_map(|(len, flip)| Op::Compare { len, flip }),
+        (proptest::collection::vec(1usize..3000, 1..6), any::<u32>())
+            .prop_map(|(lens, seed)| Op::Crc { lens, seed }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Any batch of random operations gives what the plain reference
+    /// gives, task by task.
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn random_batches_match_the_reference(ops in proptest::collection::vec(op(), 1..24)) {
+        let accel = Accel::software();
+        let ch = accel.channel();
+        let arena = Arena::new(8 << 20);
+        let (r, d) = Recorder::new();
+        let mut batch = ch.batch();
+        let mut want = Vec::new();
+        let mut verify: Vec<Box<dyn Fn() -> bool>> = Vec::new();
+        let mut iov_store: Vec<Vec<IoVec>> = Vec::new();
+        for (i, o) in ops.iter().enumerate() {
+            let tag = i as u64;
+            match o.clone() {
+                Op::Copy { len, so, d_o } => {
+                    let s = arena.take(len, so);
+                    let dst = arena.take(len, d_o);
+                    for j in 0..len { unsafe_write(s, j, (j * 7 + i) as u8); }
+                    // SAFETY: arena pieces outlive the wait.
+                    unsafe { batch.copy(dst, s, len, tag, &d) }.unwrap();
+                    want.push((tag, Completion::SUCCESS));
+                    verify.push(Box::new(move || slice(dst, len) == slice(s, len)));
+                }
+                Op::Fill { len, o, byte } => {
+                    let dst = arena.take(len, o);
+                    // SAFETY: as above.
+                    unsafe { batch.fill(dst, byte, len, tag, &d) }.unwrap();
+                    want.push((tag, Completion::SUCCESS));
+                    verify.push(Box::new(move || slice(dst, len).iter().all(|&b| b == byte)));
+                }
+                Op::Compare { len, flip } => {
+                    let a = arena.take(len, 1);
+                    let b = arena.take(len, 2);
+                    for j in 0..len { unsafe_write(a, j, j as u8); unsafe_write(b, j, j as u8); }
+                    if let Some(f) = flip { unsafe_write(b, f % len, (f % len) as u8 ^ 0x80); }
+                    // SAFETY: as above.
+                    unsafe { batch.compare(a, b, len, tag, &d) }.unwrap();
+                    let st = if flip.is_some() { Status::Miscompare } else { Status::Success };
+                    want.push((tag, Completion::with(st)));
+                }
+                Op::Crc { lens, seed } => {
+                    let mut flat = Vec::new();
+                    let iovs: Vec<IoVec> = lens.iter().enumerate().map(|(k, &len)| {
+                        let p = arena.take(len, k);
+                        for j in 0..len { unsafe_write(p, j, (j ^ k) as u8); }
+                        flat.extend_from_slice(slice(p, len));
+                        IoVec::new(p, len)
+                    }).collect();
+                    // SAFETY: arena pieces and the vector (kept in
+                    // iov_store) outlive the wait.
+                    unsafe { batch.crc32c(&iovs, seed, tag, &d) }.unwrap();
+                    iov_store.push(iovs);
+                    want.push((tag, Completion { status: Status::Success, crc: reference_crc32c(seed, &flat) }));
+                }
+            }
+        }
+        let n = batch.len();
+        batch.submit();
+        r.wait(&ch, n, "random batch");
+        let mut seen = r.seen.borrow().clone();
+        seen.sort_by_key(|(t, _)| *t);
+        prop_assert_eq!(seen, want);
+        for (i, v) in verify.iter().enumerate() {
+            prop_assert!(v(), "task {} data", i);
+        }
+        drop(iov_store);
+    }
+}
+
+fn unsafe_write(p: *mut u8, i: usize, v: u8) {
+    // SAFETY: callers write inside arena pieces they took.
+    unsafe { p.add(i).write(v) }
+}
+
+fn slice<'a>(p: *const u8, len: usize) -> &'a [u8] {
+    // SAFETY: arena pieces, read after their tasks completed.
+    unsafe { std::slice::from_raw_parts(p, len) }
+}
