@@ -59,6 +59,7 @@ fn drive(input: &[u8], chunk: usize, tls_available: bool) -> Run {
     let mut h = Handshake::new(HandshakeConfig {
         exports: Arc::new(exports()),
         tls_available,
+        refuse: None,
     });
     let mut greeting = Vec::new();
     h.greeting(&mut greeting);

@@ -1507,19 +1507,17 @@ fn clients_beyond_the_connection_limit_are_refused() {
     assert_eq!(b.read_at(0, 4096), data);
     assert_eq!(grpc.connections("m0"), 2);
 
-    // A third: accepted by the kernel, then closed without a greeting.
+    // A third gets the handshake, and its GO a policy error saying why.
     let mut c = Raw::connect(d.nbd_addr());
-    match c.try_greeting() {
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
-            ) => {}
-        other => panic!("a third client with a limit of 2: {other:?}"),
-    }
-    // nbdinfo fails the same way.
+    c.try_greeting().expect("a greeting past the limit");
+    c.send(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes());
+    assert_eq!(c.go("m0"), Err(REP_ERR_POLICY), "GO past the limit");
+    drop(c);
+    // nbdinfo fails at its GO (not on a dropped connection).
     let out = tool("nbdinfo", &[&d.nbd_uri("m0")]);
     assert!(!out.status.success(), "nbdinfo over the limit: {out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("server replied with error to opt_go"), "{err}");
 
     // The first two never noticed.
     assert_eq!(a.read_at(0, 4096), data);

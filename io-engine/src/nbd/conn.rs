@@ -115,7 +115,13 @@ pub struct Connection {
 
 impl Connection {
     /// Starts serving `sock` on the calling reactor.
-    pub fn start(sock: Stream, peer: String, exports: Arc<Exports>, counters: Arc<NbdCounters>) {
+    pub fn start(
+        sock: Stream,
+        peer: String,
+        exports: Arc<Exports>,
+        counters: Arc<NbdCounters>,
+        refuse: Option<String>,
+    ) {
         if let Err(e) = sock.set_nonblocking() {
             tracing::warn!(%peer, "NBD connection dropped: {e}");
             return;
@@ -123,6 +129,7 @@ impl Connection {
         let mut hs = Handshake::new(HandshakeConfig {
             exports: exports.clone(),
             tls_available: false,
+            refuse,
         });
         let mut output = Vec::with_capacity(4096);
         hs.greeting(&mut output);

@@ -213,4 +213,21 @@ impl ExportLookup for Exports {
             .map(|e| (e.info.name.clone(), e.info.description.clone()))
             .collect()
     }
+
+    fn refusal(&self, name: &str) -> Option<String> {
+        let max = self.max_per_export.load(Ordering::Relaxed);
+        let entries = self.entries();
+        let e = match entries.get(name) {
+            Some(e) => e,
+            None if name.is_empty() && entries.len() == 1 => entries.values().next()?,
+            None => return None,
+        };
+        let n = e.connections.load(Ordering::Acquire);
+        (max != 0 && n >= max).then(|| {
+            format!(
+                "export {} is at its limit of {max} connections; try again later",
+                e.info.name
+            )
+        })
+    }
 }

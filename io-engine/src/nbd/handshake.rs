@@ -165,6 +165,11 @@ pub trait ExportLookup: Send + Sync {
     fn lookup(&self, name: &str) -> Option<ExportInfo>;
     /// Every export as `(name, description)`, for `OPT_LIST`.
     fn list(&self) -> Vec<(String, String)>;
+    /// Why a client may not attach to export `name` now (it is at its
+    /// connection limit), or `None` if it may.
+    fn refusal(&self, _name: &str) -> Option<String> {
+        None
+    }
 }
 
 /// A fixed table of exports: exact name match, and `""` selects the first
@@ -206,12 +211,17 @@ pub struct HandshakeConfig {
     /// Whether `STARTTLS` may succeed. When false it gets `ERR_POLICY`; when
     /// true it gets `ACK` and [`Outcome::StartTls`].
     pub tls_available: bool,
+    /// Refuse every export with this reason (the server is at its
+    /// connection limit): `GO` gets `ERR_POLICY` with it, `EXPORT_NAME` a
+    /// disconnect (it has no error reply). Listing and INFO still work.
+    pub refuse: Option<String>,
 }
 
 impl fmt::Debug for HandshakeConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HandshakeConfig")
             .field("tls_available", &self.tls_available)
+            .field("refuse", &self.refuse)
             .finish()
     }
 }
@@ -596,6 +606,14 @@ impl Handshake {
         }
     }
 
+    /// Why attaching to `name` is refused now, if it is.
+    fn refusal(&self, name: &str) -> Option<String> {
+        self.config
+            .refuse
+            .clone()
+            .or_else(|| self.config.exports.refusal(name))
+    }
+
     fn transmission(&self, export: ExportInfo, name: &str) -> Outcome {
         let flags = transmission_flags(&export, self.structured);
         let meta = match &self.meta {
@@ -618,6 +636,10 @@ impl Handshake {
             tracing::debug!("nbd: EXPORT_NAME for an unknown export, disconnecting");
             return Outcome::Disconnect;
         };
+        if let Some(why) = self.refusal(name) {
+            tracing::info!("nbd: EXPORT_NAME refused ({why}), disconnecting");
+            return Outcome::Disconnect;
+        }
         let flags = transmission_flags(&export, self.structured);
         out.extend_from_slice(&export.size.to_be_bytes());
         out.extend_from_slice(&flags.to_be_bytes());
@@ -668,6 +690,12 @@ impl Handshake {
             reply_error(out, option, REP_ERR_UNKNOWN, "unknown export");
             return None;
         };
+        if option == OPT_GO
+            && let Some(why) = self.refusal(name)
+        {
+            reply_error(out, option, REP_ERR_POLICY, &why);
+            return None;
+        }
 
         let flags = transmission_flags(&export, self.structured);
         let mut info = [0u8; 12];
@@ -796,7 +824,31 @@ mod tests {
                 exports: vec![malloc_export(), null_export()],
             }),
             tls_available,
+            refuse: None,
         }
+    }
+
+    #[test]
+    fn a_refusing_server_answers_go_with_policy_and_drops_export_name() {
+        let mut cfg = config(false);
+        cfg.refuse = Some("server is at its limit".into());
+        let mut h = Handshake::new(cfg.clone());
+        h.greeting(&mut Vec::new());
+        let mut out = Vec::new();
+        h.feed(&(FLAG_C_FIXED_NEWSTYLE).to_be_bytes(), &mut out)
+            .unwrap();
+        let (out, outcome) = run(&mut h, &opt(OPT_GO, &go_data("disk0", &[])));
+        assert_eq!(outcome, None, "the client may try again or abort");
+        assert_eq!(out, rep(OPT_GO, REP_ERR_POLICY, b"server is at its limit"));
+        // Listing still works.
+        let (out, _) = run(&mut h, &opt(OPT_LIST, b""));
+        assert!(!out.is_empty());
+        let mut h = Handshake::new(cfg);
+        h.greeting(&mut Vec::new());
+        h.feed(&(FLAG_C_FIXED_NEWSTYLE).to_be_bytes(), &mut Vec::new())
+            .unwrap();
+        let (_, outcome) = run(&mut h, &opt(OPT_EXPORT_NAME, b"disk0"));
+        assert_eq!(outcome, Some(Outcome::Disconnect));
     }
 
     /// A handshake past the greeting (discarded) and, if `flags` is given,

@@ -76,20 +76,33 @@ impl NbdServer {
                 }
             };
             let open = self.counters.connections() as usize;
-            if self.max_connections != 0 && open >= self.max_connections {
+            // Past the limit the client still gets the handshake, so that
+            // its GO fails with ERR_POLICY and this reason (the option
+            // phase is cheap and the connection closes once it ends),
+            // rather than a bare close. Past twice the limit it is closed
+            // at once: a flood does not get a handshake each.
+            let refuse = if self.max_connections != 0 && open >= self.max_connections {
                 tracing::warn!(
                     %peer,
                     max = self.max_connections,
                     "NBD connection refused: the server is at its connection limit"
                 );
-                drop(stream);
-                continue;
-            }
+                if open >= 2 * self.max_connections {
+                    drop(stream);
+                    continue;
+                }
+                Some(format!(
+                    "the server is at its limit of {} NBD connections; try again later",
+                    self.max_connections
+                ))
+            } else {
+                None
+            };
             let core = self.next.fetch_add(1, Ordering::Relaxed) % dispatch.cores().max(1);
             let (exports, counters) = (self.exports.clone(), self.counters.clone());
             dispatch.run_on(
                 core,
-                Box::new(move || Connection::start(stream, peer, exports, counters)),
+                Box::new(move || Connection::start(stream, peer, exports, counters, refuse)),
             );
         }
     }
