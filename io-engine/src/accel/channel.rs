@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::stats::ChannelStats;
-use super::task::{Done, IoVec, Task, TaskId};
+use super::task::{Done, IoVec, Meta, Task, TaskId};
 use super::{AccelError, Completion, Module, ModuleChannel, Opcode};
 
 /// Dualcast destinations must be aligned to this (SPDK's rule).
@@ -29,17 +29,15 @@ pub struct AccelChannel {
     inner: RefCell<Inner>,
 }
 
-/// A callback due: who to tell, the task's tag, how it ended.
-type Delivery = (Option<Rc<dyn Done>>, u64, Completion);
-
 struct Inner {
     tasks: Vec<Task>,
+    meta: Vec<Meta>,
     free: Vec<TaskId>,
     chans: Vec<Option<Box<dyn ModuleChannel>>>,
     /// Finished tasks whose callbacks are due at the next poll.
     ready: Vec<(TaskId, Completion)>,
-    /// Callbacks being delivered (kept to reuse its allocation).
-    deliver: Vec<Delivery>,
+    /// `ready`'s other buffer, swapped in while a poll delivers.
+    spare_ready: Vec<(TaskId, Completion)>,
     /// Spare task-id lists for batches.
     spare: Vec<Vec<TaskId>>,
 }
@@ -65,10 +63,11 @@ impl AccelChannel {
             stats,
             inner: RefCell::new(Inner {
                 tasks: (0..tasks).map(|_| Task::empty()).collect(),
+                meta: (0..tasks).map(|_| Meta::empty()).collect(),
                 free: (0..tasks as TaskId).rev().collect(),
                 chans,
                 ready: Vec::with_capacity(tasks),
-                deliver: Vec::with_capacity(tasks),
+                spare_ready: Vec::with_capacity(tasks),
                 spare: Vec::new(),
             }),
         }
@@ -113,7 +112,7 @@ impl AccelChannel {
     /// Polls every module with work and runs the callbacks of finished
     /// tasks. Returns how many completed.
     pub fn poll(&self) -> usize {
-        let mut deliver = {
+        let mut ready = {
             let mut inner = self.inner.borrow_mut();
             let inner = &mut *inner;
             for chan in inner.chans.iter_mut().flatten() {
@@ -124,22 +123,30 @@ impl AccelChannel {
             if inner.ready.is_empty() {
                 return 0;
             }
-            let mut deliver = std::mem::take(&mut inner.deliver);
-            for (id, c) in inner.ready.drain(..) {
-                let t = &mut inner.tasks[id as usize];
-                self.stats.finished(t.route as usize, t.op, c.status, t.len);
-                deliver.push((t.done.take(), t.tag, c));
-                inner.free.push(id);
-            }
-            deliver
+            // Callbacks may submit (and software completes at once): they
+            // fill the other list while this one is delivered.
+            let spare = std::mem::take(&mut inner.spare_ready);
+            std::mem::replace(&mut inner.ready, spare)
         };
-        let n = deliver.len();
-        for (done, tag, c) in deliver.drain(..) {
+        let n = ready.len();
+        for (id, c) in ready.drain(..) {
+            let (done, tag) = {
+                let mut inner = self.inner.borrow_mut();
+                let inner = &mut *inner;
+                let m = &mut inner.meta[id as usize];
+                self.stats.finished(m.route as usize, m.op, c.status, m.len);
+                let d = (m.done.take(), m.tag);
+                inner.free.push(id);
+                d
+            };
             if let Some(d) = done {
                 d.done(tag, c);
             }
         }
-        self.inner.borrow_mut().deliver = deliver;
+        let mut inner = self.inner.borrow_mut();
+        if inner.spare_ready.capacity() < ready.capacity() {
+            inner.spare_ready = ready;
+        }
         n
     }
 
@@ -163,14 +170,23 @@ impl AccelChannel {
             return Err(AccelError::NoTask { capacity });
         };
         let module = self.route[op.index()];
+        let inner = &mut *inner;
         let t = &mut inner.tasks[id as usize];
         t.set(op, len);
         fill(t);
-        t.seal();
-        validate(t, self.max_len[op.index()], self.modules[module].name())?;
-        t.tag = tag;
-        t.done = Some(done.clone());
-        t.route = module as u8;
+        if let Err(reason) = validate(t, self.max_len[op.index()]) {
+            return Err(AccelError::Invalid {
+                op,
+                reason: reason.describe(self.modules[module].name()),
+            });
+        }
+        inner.meta[id as usize] = Meta {
+            done: Some(done.clone()),
+            tag,
+            len,
+            route: module as u8,
+            op,
+        };
         inner.free.pop();
         Ok((id, module))
     }
@@ -188,7 +204,7 @@ impl AccelChannel {
     fn release(&self, ids: &[TaskId]) {
         let mut inner = self.inner.borrow_mut();
         for &id in ids {
-            inner.tasks[id as usize].done = None;
+            inner.meta[id as usize].done = None;
             inner.free.push(id);
         }
     }
@@ -204,7 +220,13 @@ impl AccelChannel {
         fill: impl FnOnce(&mut Task),
     ) -> Result<(), AccelError> {
         let (id, module) = self.prepare(op, len, tag, done, fill)?;
-        self.hand_off(module, &[id]);
+        let mut inner = self.inner.borrow_mut();
+        let inner = &mut *inner;
+        let chan = inner.chans[module]
+            .as_mut()
+            .expect("a routed module has a channel");
+        chan.submit(&inner.tasks, &[id], &mut inner.ready);
+        self.stats.batch(module);
         Ok(())
     }
 }
@@ -212,77 +234,100 @@ impl AccelChannel {
 /// Most modules one batch can address (offload engines plus software).
 const MAX_MODULES: usize = 8;
 
+/// Why a request is refused; made into a message only when it is.
+enum Refusal {
+    Zero,
+    Null,
+    Overlap,
+    Unaligned,
+    EmptyVector,
+    VectorTotal { total: usize, len: usize },
+    TooLong { len: usize, max: usize },
+}
+
+impl Refusal {
+    fn describe(&self, module: &str) -> String {
+        match self {
+            Refusal::Zero => "zero length".into(),
+            Refusal::Null => "null buffer".into(),
+            Refusal::Overlap => "source and destination overlap".into(),
+            Refusal::Unaligned => {
+                format!("destinations must be {DUALCAST_ALIGN}-byte aligned")
+            }
+            Refusal::EmptyVector => "a source vector is null or empty".into(),
+            Refusal::VectorTotal { total, len } => {
+                format!("source vectors hold {total} bytes, not the {len} asked")
+            }
+            Refusal::TooLong { len, max } => {
+                format!("length {len} is above the {max}-byte limit of module {module}")
+            }
+        }
+    }
+}
+
 /// Checks what the framework can check before any module sees a task.
-fn validate(t: &Task, max_len: usize, module: &'static str) -> Result<(), AccelError> {
-    let bad = |reason: String| Err(AccelError::Invalid { op: t.op, reason });
+#[inline]
+fn validate(t: &Task, max_len: usize) -> Result<(), Refusal> {
     if t.len == 0 {
-        return bad("zero length".into());
+        return Err(Refusal::Zero);
     }
     if t.len > max_len {
-        return bad(format!(
-            "length {} is above the {max_len}-byte limit of module {module}",
-            t.len
-        ));
+        return Err(Refusal::TooLong {
+            len: t.len,
+            max: max_len,
+        });
     }
-    let overlaps = |a: usize, b: usize, len: usize| a < b + len && b < a + len;
-    let overlaps2 = |a: usize, alen: usize, b: usize, blen: usize| a < b + blen && b < a + alen;
+    let overlaps = |a: usize, alen: usize, b: usize, blen: usize| a < b + blen && b < a + alen;
     match t.op {
-        super::Opcode::Copy => {
+        Opcode::Copy => {
             if t.dst.is_null() || t.src.is_null() {
-                return bad("null buffer".into());
+                return Err(Refusal::Null);
             }
-            if overlaps(t.dst as usize, t.src as usize, t.len) {
-                return bad("source and destination overlap".into());
+            if overlaps(t.dst as usize, t.len, t.src as usize, t.len) {
+                return Err(Refusal::Overlap);
             }
         }
-        super::Opcode::Fill => {
+        Opcode::Fill => {
             if t.dst.is_null() {
-                return bad("null buffer".into());
+                return Err(Refusal::Null);
             }
         }
-        super::Opcode::Compare => {
+        Opcode::Compare => {
             if t.src.is_null() || t.src2.is_null() {
-                return bad("null buffer".into());
+                return Err(Refusal::Null);
             }
         }
-        super::Opcode::Dualcast => {
+        Opcode::Dualcast => {
             if t.dst.is_null() || t.dst2.is_null() || t.src.is_null() {
-                return bad("null buffer".into());
+                return Err(Refusal::Null);
             }
             if !(t.dst as usize).is_multiple_of(DUALCAST_ALIGN)
                 || !(t.dst2 as usize).is_multiple_of(DUALCAST_ALIGN)
             {
-                return bad(format!(
-                    "destinations must be {DUALCAST_ALIGN}-byte aligned"
-                ));
+                return Err(Refusal::Unaligned);
             }
-            let (d1, d2, s) = (t.dst as usize, t.dst2 as usize, t.src as usize);
-            if overlaps(d1, d2, t.len) || overlaps(d1, s, t.len) || overlaps(d2, s, t.len) {
-                return bad("buffers overlap".into());
+            let (d1, d2, s, n) = (t.dst as usize, t.dst2 as usize, t.src as usize, t.len);
+            if overlaps(d1, n, d2, n) || overlaps(d1, n, s, n) || overlaps(d2, n, s, n) {
+                return Err(Refusal::Overlap);
             }
         }
-        super::Opcode::Crc32c | super::Opcode::CopyCrc32c => {
-            let srcs = t.sources();
+        Opcode::Crc32c | Opcode::CopyCrc32c => {
+            let copy = t.op == Opcode::CopyCrc32c;
+            if copy && t.dst.is_null() {
+                return Err(Refusal::Null);
+            }
             let mut total = 0usize;
-            for v in srcs {
+            for v in t.sources().iter() {
                 if v.base.is_null() || v.len == 0 {
-                    return bad("a source vector is null or empty".into());
+                    return Err(Refusal::EmptyVector);
                 }
                 total += v.len;
-                if t.op == super::Opcode::CopyCrc32c
-                    && overlaps2(t.dst as usize, t.len, v.base as usize, v.len)
-                {
-                    return bad("source and destination overlap".into());
+                if copy && overlaps(t.dst as usize, t.len, v.base as usize, v.len) {
+                    return Err(Refusal::Overlap);
                 }
             }
             if total != t.len {
-                return bad(format!(
-                    "source vectors hold {total} bytes, not the {} asked",
-                    t.len
-                ));
-            }
-            if t.op == super::Opcode::CopyCrc32c && t.dst.is_null() {
-                return bad("null buffer".into());
+                return Err(Refusal::VectorTotal { total, len: t.len });
             }
         }
     }
@@ -485,7 +530,7 @@ impl Batch<'_> {
                         part.extend(
                             ids.iter()
                                 .copied()
-                                .filter(|&id| inner.tasks[id as usize].route as usize == m),
+                                .filter(|&id| inner.meta[id as usize].route as usize == m),
                         );
                     }
                     self.ch.hand_off(m, &part);

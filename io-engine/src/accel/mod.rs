@@ -48,7 +48,7 @@ pub use channel::{AccelChannel, Batch};
 pub use module::{Module, ModuleChannel};
 pub use registry::{Accel, Assignment, ModuleInfo};
 pub use stats::{ModuleStats, OpStats};
-pub use task::{Done, IoVec, Task, TaskId};
+pub use task::{Done, IoVec, Sources, Task, TaskId};
 
 use std::fmt;
 use std::str::FromStr;

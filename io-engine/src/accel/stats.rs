@@ -18,8 +18,9 @@ pub(super) struct OpCounters {
 
 /// One channel's counters, indexed by module (registry order) and opcode.
 pub(super) struct ChannelStats {
-    ops: Vec<[OpCounters; Opcode::COUNT]>,
-    batches: Vec<AtomicU64>,
+    /// Indexed by `module * Opcode::COUNT + opcode`.
+    ops: Box<[OpCounters]>,
+    batches: Box<[AtomicU64]>,
 }
 
 #[inline]
@@ -31,7 +32,9 @@ fn bump(c: &AtomicU64, n: u64) {
 impl ChannelStats {
     pub(super) fn new(modules: usize) -> ChannelStats {
         ChannelStats {
-            ops: (0..modules).map(|_| Default::default()).collect(),
+            ops: (0..modules * Opcode::COUNT)
+                .map(|_| Default::default())
+                .collect(),
             batches: (0..modules).map(|_| AtomicU64::new(0)).collect(),
         }
     }
@@ -39,7 +42,7 @@ impl ChannelStats {
     /// Counts a finished task.
     #[inline]
     pub(super) fn finished(&self, module: usize, op: Opcode, status: super::Status, bytes: usize) {
-        let c = &self.ops[module][op.index()];
+        let c = &self.ops[module * Opcode::COUNT + op.index()];
         match status {
             super::Status::Success => {
                 bump(&c.executed, 1);
@@ -105,7 +108,7 @@ pub(super) fn sum(
                 bytes: 0,
             };
             for ch in channels {
-                let c = &ch.ops[m][op.index()];
+                let c = &ch.ops[m * Opcode::COUNT + op.index()];
                 s.executed += c.executed.load(Ordering::Relaxed);
                 s.failed += c.failed.load(Ordering::Relaxed);
                 s.miscompares += c.miscompares.load(Ordering::Relaxed);

@@ -35,75 +35,108 @@ pub trait Done {
     fn done(&self, tag: u64, c: Completion);
 }
 
-/// One operation, as a module sees it.
+/// One operation, as a module sees it: one cache line.
 ///
 /// The addresses are raw because they point at memory an engine may read
 /// and write while the task is in flight; the submitter promised (in the
 /// `unsafe` submission call) that they stay valid and untouched until the
 /// task completes.
+#[repr(C, align(64))]
 pub struct Task {
     /// The operation.
     pub op: Opcode,
-    /// Destination (copy, fill, dualcast, copy_crc32c).
-    pub dst: *mut u8,
-    /// Second destination (dualcast).
-    pub dst2: *mut u8,
-    /// Source (copy, dualcast) or first buffer (compare).
-    pub src: *const u8,
-    /// Second buffer (compare).
-    pub src2: *const u8,
-    /// Total length in bytes.
-    pub len: usize,
     /// Fill byte (fill).
     pub fill: u8,
     /// CRC-32C to continue from (crc32c, copy_crc32c; 0 to start).
     pub seed: u32,
+    /// Total length in bytes.
+    pub len: usize,
+    /// Destination (copy, fill, dualcast, copy_crc32c).
+    pub dst: *mut u8,
+    /// Source (copy, dualcast, and a single-segment crc32c/copy_crc32c) or
+    /// first buffer (compare).
+    pub src: *const u8,
+    /// Second destination (dualcast).
+    pub dst2: *mut u8,
+    /// Second buffer (compare).
+    pub src2: *const u8,
     /// Scatter-gather sources (crc32c, copy_crc32c): `iovcnt` entries at
     /// `iovs`, or the single segment `src`/`len` when `iovcnt` is 0.
     iovs: *const IoVec,
     iovcnt: usize,
-    single: IoVec,
-    pub(super) tag: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<Task>() == 64);
+
+/// What the framework keeps of a task to complete it: read at poll time
+/// without touching the task the module read.
+pub(super) struct Meta {
     pub(super) done: Option<Rc<dyn Done>>,
+    pub(super) tag: u64,
+    pub(super) len: usize,
     pub(super) route: u8,
+    pub(super) op: Opcode,
+}
+
+impl Meta {
+    pub(super) fn empty() -> Meta {
+        Meta {
+            done: None,
+            tag: 0,
+            len: 0,
+            route: 0,
+            op: Opcode::Copy,
+        }
+    }
+}
+
+/// The source segments of a crc32c or copy_crc32c task.
+#[derive(Debug, Clone, Copy)]
+pub enum Sources<'a> {
+    /// One segment (kept in the task).
+    One(IoVec),
+    /// The submitter's vector.
+    Many(&'a [IoVec]),
+}
+
+impl Sources<'_> {
+    /// The segments, in order.
+    pub fn iter(&self) -> impl Iterator<Item = IoVec> + '_ {
+        let (one, many) = match self {
+            Sources::One(v) => (Some(*v), &[][..]),
+            Sources::Many(m) => (None, *m),
+        };
+        one.into_iter().chain(many.iter().copied())
+    }
 }
 
 impl Task {
     pub(super) fn empty() -> Task {
         Task {
             op: Opcode::Copy,
-            dst: std::ptr::null_mut(),
-            dst2: std::ptr::null_mut(),
-            src: std::ptr::null(),
-            src2: std::ptr::null(),
-            len: 0,
             fill: 0,
             seed: 0,
+            len: 0,
+            dst: std::ptr::null_mut(),
+            src: std::ptr::null(),
+            dst2: std::ptr::null_mut(),
+            src2: std::ptr::null(),
             iovs: std::ptr::null(),
             iovcnt: 0,
-            single: IoVec::new(std::ptr::null(), 0),
-            tag: 0,
-            done: None,
-            route: 0,
         }
     }
 
-    /// Resets the request fields for a new operation.
+    /// Starts a new operation. Each submission then sets exactly the
+    /// fields its opcode reads (validation and the modules read no others),
+    /// so the rest keep whatever the task held before.
     #[inline]
     pub(super) fn set(&mut self, op: Opcode, len: usize) {
         self.op = op;
         self.len = len;
-        self.dst = std::ptr::null_mut();
-        self.dst2 = std::ptr::null_mut();
-        self.src = std::ptr::null();
-        self.src2 = std::ptr::null();
-        self.iovs = std::ptr::null();
         self.iovcnt = 0;
-        self.fill = 0;
-        self.seed = 0;
     }
 
-    /// Makes `iovs` (or, when empty, `src`/`len`) the task's sources.
+    /// Makes `iovs` the task's sources.
     #[inline]
     pub(super) fn set_sources(&mut self, iovs: &[IoVec]) {
         if let [one] = iovs {
@@ -117,24 +150,17 @@ impl Task {
     }
 
     /// The source segments of a crc32c or copy_crc32c task (the single
-    /// segment `src`/`len` when no vector was given).
+    /// segment `src`/`len` when no vector of several was given).
     #[inline]
-    pub fn sources(&self) -> &[IoVec] {
+    pub fn sources(&self) -> Sources<'_> {
         if self.iovcnt == 0 {
-            std::slice::from_ref(&self.single)
+            Sources::One(IoVec::new(self.src, self.len))
         } else {
             // SAFETY: the submitter of a vectored task promised (in the
             // unsafe submission call) that its `iovcnt` entries at `iovs`
             // stay valid and unchanged until the task completes, and a
             // module only reads a task while it is in flight.
-            unsafe { std::slice::from_raw_parts(self.iovs, self.iovcnt) }
+            Sources::Many(unsafe { std::slice::from_raw_parts(self.iovs, self.iovcnt) })
         }
-    }
-
-    /// Keeps `single` in step with `src`/`len` for tasks without a vector
-    /// of several entries.
-    #[inline]
-    pub(super) fn seal(&mut self) {
-        self.single = IoVec::new(self.src, self.len);
     }
 }

@@ -87,10 +87,21 @@ impl Config {
             _ => 1,
         }
     }
-    /// Buffer bytes of one slot (each buffer starts on a 4 KiB boundary).
+    /// Alignment of every buffer: a cache line, or 4 KiB for dualcast
+    /// (its destinations must be). Buffers are packed at this alignment:
+    /// page-aligning small buffers would put them all in the same cache
+    /// sets.
+    fn align(&self) -> usize {
+        if self.workload == Workload::Dualcast {
+            4096
+        } else {
+            64
+        }
+    }
+    /// Buffer bytes of one slot.
     fn slot_bytes(&self) -> usize {
-        let page = |n: usize| n.next_multiple_of(4096);
-        self.srcs() * page(self.size) + self.dsts() * page(self.dst_len())
+        let round = |n: usize| n.next_multiple_of(self.align());
+        self.srcs() * round(self.size) + self.dsts() * round(self.dst_len())
     }
     /// Buffer bytes of one core.
     pub fn bytes_per_core(&self) -> usize {
@@ -204,13 +215,13 @@ impl Worker {
     fn new(accel: Arc<Accel>, cfg: Config, stop: Arc<AtomicBool>) -> Result<Worker, String> {
         let mem = DmaRegion::alloc(cfg.bytes_per_core().max(4096))
             .map_err(|e| format!("worker buffers: {e}"))?;
-        let page = |n: usize| n.next_multiple_of(4096);
+        let align = cfg.align();
         let mut next = mem.as_ptr();
         let mut take = |len: usize| {
             let p = next;
-            // SAFETY: the region holds slot_bytes() per slot, which is the
-            // sum of these page-rounded pieces.
-            next = unsafe { next.add(page(len)) };
+            // SAFETY: the region (page aligned) holds slot_bytes() per
+            // slot, which is the sum of these rounded pieces.
+            next = unsafe { next.add(len.next_multiple_of(align)) };
             p
         };
         let mut slots = Vec::with_capacity(cfg.alloc_depth);
@@ -398,9 +409,14 @@ impl Worker {
         let mut ops = 0u64;
         let mut sink = 0u32;
         let n = self.slots.len();
+        let mut i = 0;
         'run: loop {
             for _ in 0..256 {
-                let s = &self.slots[(ops as usize) % n];
+                let s = &self.slots[i];
+                i += 1;
+                if i == n {
+                    i = 0;
+                }
                 let src = s.srcs.first().map_or(std::ptr::null(), |v| v.base);
                 // SAFETY: slot buffers of the sizes the worker allocated,
                 // no task in flight (the run has drained).
@@ -487,12 +503,21 @@ impl Done for Worker {
         if c.status != Status::Miscompare && !self.check(s, c) {
             self.failed.set(self.failed.get() + 1);
         }
-        self.free.borrow_mut().push_back(tag as u32);
         if self.cfg.batch == 0 && !self.stopping.get() {
-            let next = self.free.borrow_mut().pop_front();
-            if let Some(i) = next {
-                self.submit_one(i);
-            }
+            // The oldest free slot goes next (this one, when -a is -q).
+            let next = {
+                let mut free = self.free.borrow_mut();
+                match free.pop_front() {
+                    None => tag as u32,
+                    Some(i) => {
+                        free.push_back(tag as u32);
+                        i
+                    }
+                }
+            };
+            self.submit_one(next);
+        } else {
+            self.free.borrow_mut().push_back(tag as u32);
         }
     }
 }
