@@ -518,6 +518,15 @@ impl Done for Worker {
             self.submit_one(next);
         } else {
             self.free.borrow_mut().push_back(tag as u32);
+            // A whole batch's worth of room: submit it now, as the
+            // unbatched path resubmits each task at once.
+            if self.cfg.batch > 0
+                && !self.stopping.get()
+                && self.cfg.queue_depth - self.in_flight()
+                    >= self.cfg.batch.min(self.cfg.queue_depth)
+            {
+                self.refill();
+            }
         }
     }
 }
