@@ -7,6 +7,8 @@
 //! reactors leave free, sharing theirs when they take every CPU) that
 //! serves gRPC and /metrics. The data plane runs on the reactors.
 
+mod config;
+
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -131,7 +133,7 @@ impl<E: std::fmt::Display> From<E> for Fatal {
 }
 
 fn main() -> ExitCode {
-    let args = match Args::try_parse() {
+    let args = match config::parse::<Args>() {
         Ok(a) => a,
         Err(e) if !e.use_stderr() => {
             // --help, --version
