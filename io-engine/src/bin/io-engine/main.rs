@@ -339,6 +339,11 @@ async fn serve(
         let _ = t.await;
     }
     let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        // Each NBD connection answers the requests it has read, then closes
+        // and releases its device; the devices are destroyed after this.
+        while engine.nbd_counters().connections() > 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
         if let Ok(Err(e)) = grpc_task.await {
             tracing::error!("{e}");
         }
