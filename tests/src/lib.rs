@@ -5,10 +5,12 @@
 //! process, behind a mutex, so tests running in parallel share one build.
 //!
 //! [`daemon`] runs the `io-engine` daemon under test; [`http`] is the tiny
-//! HTTP client the tests read `/metrics` and Prometheus's API with.
+//! HTTP client the tests read `/metrics` and Prometheus's API with;
+//! [`tools`] finds the linters and validators of the deployment files.
 
 pub mod daemon;
 pub mod http;
+pub mod tools;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};

@@ -7,6 +7,8 @@
 //! reactors leave free, sharing theirs when they take every CPU) that
 //! serves gRPC and /metrics. The data plane runs on the reactors.
 
+mod config;
+
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -144,7 +146,7 @@ impl<E: std::fmt::Display> From<E> for Fatal {
 }
 
 fn main() -> ExitCode {
-    let args = match Args::try_parse() {
+    let args = match config::parse::<Args>() {
         Ok(a) => a,
         Err(e) if !e.use_stderr() => {
             // --help, --version
@@ -352,6 +354,11 @@ async fn serve(
         let _ = t.await;
     }
     let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        // Each NBD connection answers the requests it has read, then closes
+        // and releases its device; the devices are destroyed after this.
+        while engine.nbd_counters().connections() > 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
         if let Ok(Err(e)) = grpc_task.await {
             tracing::error!("{e}");
         }

@@ -1,0 +1,39 @@
+{{/* The name of every object: the release name, or "io-engine" for a release of that name. */}}
+{{- define "io-engine.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels that select the engine's pods. */}}
+{{- define "io-engine.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Labels of every object. */}}
+{{- define "io-engine.labels" -}}
+{{ include "io-engine.selectorLabels" . }}
+app.kubernetes.io/component: storage-engine
+app.kubernetes.io/part-of: io-engine
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* A TOML array of strings. */}}
+{{- define "io-engine.tomlList" -}}
+[{{ range $i, $v := . }}{{ if $i }}, {{ end }}{{ $v | quote }}{{ end }}]
+{{- end -}}
+
+{{/* Requests, and the same as limits: whole cores, hugepages, memory (Guaranteed). */}}
+{{- define "io-engine.resources" -}}
+cpu: {{ .Values.cores | quote }}
+memory: {{ .Values.resources.memory | quote }}
+hugepages-2Mi: {{ .Values.hugepages | quote }}
+{{- with .Values.resources.extra }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}

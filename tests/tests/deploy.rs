@@ -1,0 +1,736 @@
+//! The deployment files, checked offline by the tools their formats have
+//! (each also shown to reject a broken input, so its verdict means
+//! something), and against the real daemon:
+//!
+//! - the Dockerfile by hadolint (`--failure-threshold error`);
+//! - every YAML file, and the chart's rendered output, by yamllint;
+//! - every Kubernetes manifest, the kustomizations' output and
+//!   `helm template` output by `kubernetes-validate --strict`; the chart by
+//!   `helm lint --strict`, its values by its schema;
+//! - what the DaemonSets must say (whole cores, hugepages, probes, grace
+//!   period, privilege only for VFIO), in the kustomize and Helm renderings;
+//! - the engine configs they ship started by the real daemon;
+//! - the scrape configs by `promtool check config`;
+//! - the Grafana dashboard: JSON, PromQL that promtool parses, and every
+//!   metric it queries served by a live daemon.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+use io_engine_api::v1 as pb;
+use io_engine_tests::daemon::Daemon;
+use io_engine_tests::tools::{
+    TempDir, run_ok, run_tool, said, system_tool, tool, yaml_documents, yaml_file,
+};
+use io_engine_tests::{available_cpus, http, workspace_root};
+use serde_json::Value;
+
+const CHART: &str = "deploy/helm/io-engine";
+const DASHBOARD: &str = "deploy/grafana/io-engine.json";
+
+/// Values the chart is rendered with (a values file each): the defaults,
+/// and the others a user is likely to choose.
+const HELM_VARIANTS: &[&str] = &[
+    "",
+    "ioat:\n  enabled: true\n",
+    "serviceMonitor:\n  enabled: false\n\
+     pollMode: adaptive\n\
+     cores: 4\n\
+     hugepages: 2Gi\n\
+     coreList: \"2-5\"\n\
+     tolerations: [{operator: Exists}]\n\
+     resources: {memory: 2Gi, extra: {ephemeral-storage: 64Mi}}\n\
+     bdevs: [\"null:///n0?size_mb=64\", \"malloc:///m1?size_mb=32&blk_size=4096\"]\n\
+     shares: [\"n0:ro\"]\n\
+     extraArgs: [\"--nbd-max-connections\", \"8\"]\n",
+];
+
+/// Every file of the workspace under `dir` whose name ends in one of `exts`.
+fn files_under(dir: &str, exts: &[&str]) -> Vec<String> {
+    fn walk(dir: &std::path::Path, exts: &[&str], out: &mut Vec<String>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.expect("a directory entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(&path, exts, out);
+            } else if exts
+                .iter()
+                .any(|x| path.to_string_lossy().ends_with(&format!(".{x}")))
+            {
+                let rel = path
+                    .strip_prefix(workspace_root())
+                    .expect("inside the workspace");
+                out.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&workspace_root().join(dir), exts, &mut out);
+    out
+}
+
+fn cmd(program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
+    let mut c = Command::new(program);
+    c.args(args);
+    c
+}
+
+/// `kubectl kustomize DIR`.
+fn kustomize(dir: &str) -> String {
+    run_ok(cmd(tool("kubectl"), &["kustomize", dir]), None)
+}
+
+/// `helm template` of the chart with `values` (YAML) as a values file.
+fn helm_template(values: &str) -> String {
+    let dir = TempDir::new("helm-values");
+    let file = dir.write("values.yaml", values);
+    let file = file.display().to_string();
+    let args = [
+        "template",
+        "io-engine",
+        CHART,
+        "--namespace",
+        "storage",
+        "-f",
+        &file,
+    ];
+    run_ok(cmd(tool("helm"), &args), None)
+}
+
+/// `helm lint --strict` of the chart with `values`: whether it passed and
+/// what it said.
+fn helm_lint(values: &str) -> (bool, String) {
+    let dir = TempDir::new("helm-lint");
+    let file = dir.write("values.yaml", values);
+    let file = file.display().to_string();
+    let out = run_tool(
+        cmd(tool("helm"), &["lint", "--strict", CHART, "-f", &file]),
+        None,
+    );
+    (out.status.success(), said(&out))
+}
+
+/// The renderings of the DaemonSet and its companions: (what, documents).
+fn renderings() -> Vec<(String, Vec<Value>)> {
+    let mut out = vec![
+        (
+            "kustomize deploy/kubernetes".to_string(),
+            yaml_documents(&kustomize("deploy/kubernetes")),
+        ),
+        (
+            "kustomize deploy/kubernetes/ioat".to_string(),
+            yaml_documents(&kustomize("deploy/kubernetes/ioat")),
+        ),
+    ];
+    for values in HELM_VARIANTS {
+        out.push((
+            format!("helm template with {values:?}"),
+            yaml_documents(&helm_template(values)),
+        ));
+    }
+    out
+}
+
+/// The one document of kind `kind` among `docs`.
+fn only<'a>(docs: &'a [Value], kind: &str, what: &str) -> &'a Value {
+    let found: Vec<&Value> = docs.iter().filter(|d| d["kind"] == kind).collect();
+    assert_eq!(found.len(), 1, "{what}: one {kind}, found {}", found.len());
+    found[0]
+}
+
+/// Runs `kubernetes-validate --strict` on `input` (a file, or `-` with
+/// `stdin`); returns whether it passed and what it said.
+fn kubernetes_validate(input: &str, stdin: Option<&[u8]>) -> (bool, String) {
+    let out = run_tool(
+        cmd(tool("kubernetes-validate"), &["--strict", input]),
+        stdin,
+    );
+    (out.status.success(), said(&out))
+}
+
+/// Checks a strict validation of `yaml` passed for every resource: an
+/// INFO "passed" line for each, and warnings only for the kind that has no
+/// schema in core Kubernetes (the Prometheus Operator's ServiceMonitor).
+fn assert_validated(what: &str, yaml: &str, ok: bool, output: &str) {
+    assert!(ok, "kubernetes-validate --strict {what}:\n{output}");
+    let mut passed = 0;
+    for line in output.lines().filter(|l| !l.trim().is_empty()) {
+        if line.starts_with("INFO ") && line.contains(" passed for resource ") {
+            passed += 1;
+        } else {
+            assert!(
+                line.starts_with("WARN ") && line.contains("kind ServiceMonitor"),
+                "kubernetes-validate {what}: {line}"
+            );
+        }
+    }
+    let checkable = yaml_documents(yaml)
+        .iter()
+        .filter(|d| d["kind"] != "ServiceMonitor")
+        .count();
+    assert_eq!(passed, checkable, "{what}: resources validated\n{output}");
+}
+
+#[test]
+fn hadolint_accepts_the_dockerfile() {
+    let hadolint = tool("hadolint");
+    let broken = b"FROM debian:12\nWORKDIR usr/src\nRUN sudo true\n";
+    let out = run_tool(
+        cmd(
+            &hadolint,
+            &["--no-color", "--failure-threshold", "error", "-"],
+        ),
+        Some(broken),
+    );
+    assert!(!out.status.success(), "hadolint passed a broken Dockerfile");
+    assert!(said(&out).contains("DL3000"), "{}", said(&out));
+
+    let out = run_tool(
+        cmd(
+            &hadolint,
+            &["--no-color", "--failure-threshold", "error", "Dockerfile"],
+        ),
+        None,
+    );
+    assert!(out.status.success(), "hadolint Dockerfile:\n{}", said(&out));
+    // Not even a warning today; keep it that way.
+    let out = run_tool(cmd(&hadolint, &["--no-color", "Dockerfile"]), None);
+    assert!(out.status.success(), "hadolint warnings:\n{}", said(&out));
+
+    // The build context holds what the Dockerfile copies.
+    let ignore =
+        std::fs::read_to_string(workspace_root().join(".dockerignore")).expect(".dockerignore");
+    for kept in [
+        "!Cargo.lock",
+        "!io-engine/",
+        "!deploy/image/",
+        "!target/release/io-engine",
+    ] {
+        assert!(ignore.lines().any(|l| l == kept), "{kept} in .dockerignore");
+    }
+    let dockerfile =
+        std::fs::read_to_string(workspace_root().join("Dockerfile")).expect("Dockerfile");
+    assert!(
+        !dockerfile.contains("HEALTHCHECK "),
+        "Kubernetes probes gRPC health"
+    );
+    assert!(dockerfile.contains("\nUSER 10001:10001\n"), "non-root user");
+}
+
+#[test]
+fn yamllint_accepts_every_yaml_file_and_the_rendered_chart() {
+    let yamllint = tool("yamllint");
+    let out = run_tool(cmd(&yamllint, &["--strict", "-"]), Some(b"a: 1\na: 2\n"));
+    assert!(!out.status.success(), "yamllint passed a duplicate key");
+
+    let mut files = files_under("deploy", &["yaml", "yml"]);
+    files.retain(|f| !f.starts_with("deploy/helm/io-engine/templates/"));
+    files.push(".yamllint.yaml".into());
+    assert!(files.len() >= 12, "{files:?}");
+    let mut args = vec!["--strict", "--format", "parsable"];
+    args.extend(files.iter().map(String::as_str));
+    let out = run_tool(cmd(&yamllint, &args), None);
+    assert!(out.status.success(), "yamllint:\n{}", said(&out));
+
+    for values in HELM_VARIANTS {
+        let rendered = helm_template(values);
+        let out = run_tool(
+            cmd(&yamllint, &["--strict", "--format", "parsable", "-"]),
+            Some(rendered.as_bytes()),
+        );
+        assert!(
+            out.status.success(),
+            "yamllint of helm template with {values:?}:\n{}",
+            said(&out)
+        );
+    }
+}
+
+#[test]
+fn kubernetes_manifests_validate_strictly() {
+    // A misspelt field must fail, or "passed" below would mean little.
+    let broken = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: x}\n\
+                  spec:\n  selector: {matchLabels: {a: b}}\n  template:\n    \
+                  metadata: {labels: {a: b}}\n    spec:\n      hostNetwrk: true\n      \
+                  containers: [{name: c, image: i}]\n";
+    let (ok, output) = kubernetes_validate("-", Some(broken.as_bytes()));
+    assert!(!ok && output.contains("hostNetwrk"), "{output}");
+
+    let files: Vec<String> = files_under("deploy/kubernetes", &["yaml"])
+        .into_iter()
+        .filter(|f| !f.ends_with("kustomization.yaml"))
+        .collect();
+    assert_eq!(files.len(), 5, "{files:?}");
+    for file in &files {
+        let (ok, output) = kubernetes_validate(file, None);
+        let text = std::fs::read_to_string(workspace_root().join(file)).expect("a manifest");
+        assert_validated(file, &text, ok, &output);
+    }
+    for dir in ["deploy/kubernetes", "deploy/kubernetes/ioat"] {
+        let rendered = kustomize(dir);
+        let (ok, output) = kubernetes_validate("-", Some(rendered.as_bytes()));
+        assert_validated(&format!("kustomize {dir}"), &rendered, ok, &output);
+        let kinds: BTreeSet<String> = yaml_documents(&rendered)
+            .iter()
+            .map(|d| d["kind"].as_str().unwrap_or("?").to_owned())
+            .collect();
+        let expected: BTreeSet<String> = [
+            "Namespace",
+            "ConfigMap",
+            "DaemonSet",
+            "Service",
+            "ServiceMonitor",
+        ]
+        .map(String::from)
+        .into();
+        assert_eq!(kinds, expected, "{dir}");
+    }
+}
+
+#[test]
+fn helm_lints_the_chart_and_its_templates_validate_strictly() {
+    // The schema refuses what the daemon would refuse at start.
+    for bad in [
+        "pollMode: sometimes\n",
+        "cores: 1.5\n",
+        "bdevs: [\"nvme:///x\"]\n",
+        "ioat: {enabled: \"yes\"}\n",
+    ] {
+        let (ok, output) = helm_lint(bad);
+        assert!(!ok, "helm lint passed {bad:?}:\n{output}");
+    }
+    for values in HELM_VARIANTS {
+        let (ok, output) = helm_lint(values);
+        assert!(
+            ok && output.contains("0 chart(s) failed"),
+            "helm lint with {values:?}:\n{output}"
+        );
+        let rendered = helm_template(values);
+        let (ok, output) = kubernetes_validate("-", Some(rendered.as_bytes()));
+        assert_validated(
+            &format!("helm template with {values:?}"),
+            &rendered,
+            ok,
+            &output,
+        );
+    }
+    let kinds = |values: &str| -> Vec<String> {
+        yaml_documents(&helm_template(values))
+            .iter()
+            .map(|d| d["kind"].as_str().unwrap_or("?").to_owned())
+            .collect()
+    };
+    assert!(kinds("").iter().any(|k| k == "ServiceMonitor"));
+    assert!(
+        !kinds("serviceMonitor: {enabled: false}\n")
+            .iter()
+            .any(|k| k == "ServiceMonitor")
+    );
+}
+
+/// The container's value of environment variable `name`, as the env entry.
+fn env_entry<'a>(container: &'a Value, name: &str) -> Option<&'a Value> {
+    container["env"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)
+}
+
+#[test]
+fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
+    for (what, docs) in renderings() {
+        let ds = only(&docs, "DaemonSet", &what);
+        let ioat = what.contains("ioat");
+        let spec = &ds["spec"]["template"]["spec"];
+        let pod_labels = &ds["spec"]["template"]["metadata"]["labels"];
+        assert_eq!(spec["hostNetwork"], true, "{what}");
+        assert!(
+            spec["nodeSelector"]
+                .as_object()
+                .is_some_and(|m| !m.is_empty()),
+            "{what}: a nodeSelector"
+        );
+        // The drain takes at most 4.5 s, the teardown after it 0.3 s more.
+        let grace = spec["terminationGracePeriodSeconds"].as_u64().unwrap_or(30);
+        assert!((6..=30).contains(&grace), "{what}: grace {grace}");
+        assert_eq!(
+            ds["spec"]["updateStrategy"]["type"], "RollingUpdate",
+            "{what}"
+        );
+
+        let containers = spec["containers"].as_array().expect("containers");
+        assert_eq!(containers.len(), 1, "{what}");
+        let c = &containers[0];
+        // Guaranteed QoS with whole CPUs: the static CPU manager's condition.
+        let requests = &c["resources"]["requests"];
+        let limits = &c["resources"]["limits"];
+        assert_eq!(requests, limits, "{what}: requests = limits");
+        let cpu = requests["cpu"].as_str().expect("a cpu request");
+        assert!(
+            cpu.parse::<u32>().is_ok_and(|n| n >= 1),
+            "{what}: whole CPUs, got {cpu}"
+        );
+        assert!(requests["memory"].is_string(), "{what}: memory");
+        assert!(requests["hugepages-2Mi"].is_string(), "{what}: hugepages");
+
+        // The gRPC health service, on the port the engine listens on.
+        let port_of = |name: &str| {
+            c["ports"]
+                .as_array()
+                .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+                .map(|p| p["containerPort"].clone())
+                .unwrap_or_else(|| panic!("{what}: no {name} port"))
+        };
+        let grpc_port = port_of("grpc");
+        for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+            assert_eq!(c[probe]["grpc"]["port"], grpc_port, "{what}: {probe}");
+        }
+        let grpc_addr = env_entry(c, "IO_ENGINE_GRPC_ADDR").expect("IO_ENGINE_GRPC_ADDR");
+        assert_eq!(
+            grpc_addr["value"].as_str(),
+            Some(format!("$(POD_IP):{grpc_port}").as_str()),
+            "{what}"
+        );
+        for (name, field) in [("NODE_NAME", "spec.nodeName"), ("POD_IP", "status.podIP")] {
+            let e = env_entry(c, name).unwrap_or_else(|| panic!("{what}: {name}"));
+            assert_eq!(e["valueFrom"]["fieldRef"]["fieldPath"], field, "{what}");
+        }
+
+        // Mounts: the config over the image's, hugepages, VFIO.
+        let volumes: BTreeMap<String, &Value> = spec["volumes"]
+            .as_array()
+            .expect("volumes")
+            .iter()
+            .map(|v| (v["name"].as_str().expect("a name").to_owned(), v))
+            .collect();
+        let mounts: BTreeMap<String, String> = c["volumeMounts"]
+            .as_array()
+            .expect("mounts")
+            .iter()
+            .map(|m| {
+                (
+                    m["mountPath"].as_str().expect("a path").to_owned(),
+                    m["name"].as_str().expect("a name").to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            volumes[&mounts["/dev/hugepages"]]["emptyDir"]["medium"], "HugePages-2Mi",
+            "{what}"
+        );
+        assert_eq!(
+            volumes[&mounts["/dev/vfio"]]["hostPath"]["path"], "/dev/vfio",
+            "{what}"
+        );
+        let config = volumes[&mounts["/etc/io-engine"]]["configMap"]["name"].clone();
+        let cm = only(&docs, "ConfigMap", &what);
+        assert_eq!(cm["metadata"]["name"], config, "{what}");
+        assert_eq!(
+            env_entry(c, "IO_ENGINE_CONFIG").map(|e| e["value"].clone()),
+            Some(Value::from("/etc/io-engine/io-engine.toml")),
+            "{what}"
+        );
+
+        // Privilege only where VFIO needs it.
+        let privileged = c["securityContext"]["privileged"] == true;
+        assert_eq!(privileged, ioat, "{what}: privileged");
+        let args: Vec<&str> = c["args"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        assert_eq!(args.contains(&"--ioat"), ioat, "{what}: {args:?}");
+        if !ioat {
+            assert_eq!(spec["securityContext"]["runAsNonRoot"], true, "{what}");
+            assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+            assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+        }
+
+        // The Service selects these pods and names the metrics port, which
+        // the ServiceMonitor (where there is one) scrapes.
+        let svc = only(&docs, "Service", &what);
+        for (k, v) in svc["spec"]["selector"].as_object().expect("a selector") {
+            assert_eq!(&pod_labels[k], v, "{what}: Service selector {k}");
+        }
+        let metrics_port = port_of("metrics");
+        let svc_port = svc["spec"]["ports"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "metrics"))
+            .expect("a metrics port on the Service");
+        assert_eq!(svc_port["port"], metrics_port, "{what}");
+        assert_eq!(svc_port["targetPort"], "metrics", "{what}");
+        if let Some(sm) = docs.iter().find(|d| d["kind"] == "ServiceMonitor") {
+            for (k, v) in sm["spec"]["selector"]["matchLabels"]
+                .as_object()
+                .expect("matchLabels")
+            {
+                assert_eq!(
+                    &svc["metadata"]["labels"][k], v,
+                    "{what}: ServiceMonitor {k}"
+                );
+            }
+            assert_eq!(sm["spec"]["endpoints"][0]["port"], "metrics", "{what}");
+            assert_eq!(sm["spec"]["endpoints"][0]["path"], "/metrics", "{what}");
+        }
+    }
+}
+
+/// The TOML of the engine config in a rendering's ConfigMap.
+fn config_toml(docs: &[Value], what: &str) -> String {
+    only(docs, "ConfigMap", what)["data"]["io-engine.toml"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{what}: no io-engine.toml in the ConfigMap"))
+        .to_owned()
+}
+
+#[test]
+fn the_shipped_engine_configs_start_the_real_daemon() {
+    let cpu = available_cpus()[0].to_string();
+    let dir = TempDir::new("deploy-config");
+    let image_default =
+        std::fs::read_to_string(workspace_root().join("deploy/image/io-engine.toml"))
+            .expect("the image's config");
+    let cases = [
+        (
+            "kustomize",
+            config_toml(
+                &yaml_documents(&kustomize("deploy/kubernetes")),
+                "kustomize",
+            ),
+            vec![("m0", false)],
+        ),
+        (
+            "helm defaults",
+            config_toml(&yaml_documents(&helm_template("")), "helm"),
+            vec![("m0", false)],
+        ),
+        (
+            "helm values",
+            config_toml(&yaml_documents(&helm_template(HELM_VARIANTS[2])), "helm"),
+            vec![("n0", true)],
+        ),
+        ("image", image_default, vec![]),
+    ];
+    for (what, toml, shares) in cases {
+        let file = dir.write("io-engine.toml", &toml);
+        // As in the pod: the addresses (here loopback, kernel-chosen ports,
+        // added by the helper) and the cores come from outside the file;
+        // adaptive polling keeps the test cheap.
+        let d = Daemon::start([
+            "--config",
+            &file.display().to_string(),
+            "-l",
+            &cpu,
+            "--poll-mode",
+            "adaptive",
+        ]);
+        let out = d.ctl(["-o", "json", "export", "list"]);
+        assert!(out.status.success(), "{what}: {}", said(&out));
+        let list: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let got: Vec<(String, bool)> = list["exports"]
+            .as_array()
+            .expect("exports")
+            .iter()
+            .map(|e| {
+                (
+                    e["bdev"].as_str().unwrap_or("").to_owned(),
+                    e["read_only"] == true,
+                )
+            })
+            .collect();
+        let want: Vec<(String, bool)> = shares.iter().map(|(n, ro)| (n.to_string(), *ro)).collect();
+        assert_eq!(got, want, "{what}:\n{toml}");
+    }
+}
+
+#[test]
+fn promtool_accepts_the_scrape_configs() {
+    let promtool = system_tool("promtool", "prometheus");
+    let dir = TempDir::new("promtool");
+    let bad = dir.write(
+        "bad.yml",
+        "scrape_configs:\n  - job_name: x\n    scrape_interval: often\n",
+    );
+    let out = run_tool(
+        cmd(&promtool, &["check", "config", &bad.display().to_string()]),
+        None,
+    );
+    assert!(!out.status.success(), "promtool passed a bad config");
+    for file in [
+        "deploy/prometheus/prometheus.yml",
+        "deploy/prometheus/kubernetes.yml",
+    ] {
+        let out = run_tool(cmd(&promtool, &["check", "config", file]), None);
+        assert!(
+            out.status.success() && said(&out).contains("SUCCESS"),
+            "promtool check config {file}:\n{}",
+            said(&out)
+        );
+    }
+    // The plain config scrapes the Service's DNS name on the metrics port.
+    let docs = yaml_file("deploy/prometheus/kubernetes.yml");
+    let sd = &docs[0]["scrape_configs"][0]["dns_sd_configs"][0];
+    assert_eq!(sd["port"], 9502);
+    assert_eq!(sd["names"][0], "io-engine.io-engine.svc.cluster.local");
+}
+
+/// Every PromQL expression of the dashboard's panels (targets), in order.
+fn dashboard_exprs(dashboard: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        let title = panel["title"].as_str().unwrap_or("?").to_owned();
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            if let Some(expr) = target["expr"].as_str() {
+                out.push((title.clone(), expr.to_owned()));
+            }
+        }
+    }
+    out
+}
+
+/// The metric names (`io_engine_*`) an expression uses.
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut rest = expr;
+    while let Some(i) = rest.find("io_engine_") {
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        names.insert(tail[..end].to_owned());
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// The dashboard's variables replaced by what Grafana would put there.
+fn with_variables_expanded(expr: &str) -> String {
+    expr.replace("$__rate_interval", "1m")
+        .replace("$instance", ".*")
+        .replace("$bdev", ".*")
+        .replace("$job", ".*")
+}
+
+#[test]
+fn the_dashboard_queries_only_metrics_a_live_daemon_serves() {
+    let text = std::fs::read_to_string(workspace_root().join(DASHBOARD)).expect("the dashboard");
+    let dashboard: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    assert_eq!(dashboard["uid"], "io-engine");
+    let exprs = dashboard_exprs(&dashboard);
+    let all: String = exprs
+        .iter()
+        .map(|(_, e)| e.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+
+    // The panels the operators asked for.
+    for (what, needle) in [
+        ("IOPS per bdev", "rate(io_engine_bdev_ops_total"),
+        ("bandwidth per bdev", "rate(io_engine_bdev_bytes_total"),
+        (
+            "latency quantiles",
+            "histogram_quantile(0.99, sum by (le, bdev, op) (rate(io_engine_bdev_io_latency_seconds_bucket",
+        ),
+        (
+            "reactor busy %",
+            "rate(io_engine_reactor_busy_seconds_total",
+        ),
+        (
+            "pool cache hit rate",
+            "rate(io_engine_pool_cache_hits_total",
+        ),
+        (
+            "accel ops per module",
+            "sum by (instance, module, opcode) (rate(io_engine_accel_ops_total",
+        ),
+        ("NBD connections", "io_engine_nbd_connections"),
+    ] {
+        assert!(all.contains(needle), "no {what} panel ({needle})");
+    }
+
+    // PromQL that Prometheus parses: promtool checks each as a recording rule.
+    let dir = TempDir::new("dashboard");
+    let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (i, (_, expr)) in exprs.iter().enumerate() {
+        let quoted = serde_json::to_string(&with_variables_expanded(expr)).expect("a string");
+        rules.push_str(&format!(
+            "      - record: dashboard:expr{i}\n        expr: {quoted}\n"
+        ));
+    }
+    let file = dir.write("rules.yml", &rules);
+    let promtool = system_tool("promtool", "prometheus");
+    let out = run_tool(
+        cmd(&promtool, &["check", "rules", &file.display().to_string()]),
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "promtool check rules:\n{}\n{rules}",
+        said(&out)
+    );
+
+    // Every metric queried is served by a daemon with a shared device that
+    // did IO (pool series per core appear once a core used the pool).
+    let d = Daemon::start_quiet([
+        "--bdev",
+        "malloc:///g0?size_mb=16&blk_size=4096",
+        "--share",
+        "g0",
+    ]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let mut perf = pb::perf_service_client::PerfServiceClient::new(d.channel().await);
+        let total = perf
+            .run(pb::RunPerfRequest {
+                bdevs: vec!["g0".into()],
+                workload: "randrw".into(),
+                io_size: 4096,
+                queue_depth: 4,
+                seconds: 0.2,
+                ..Default::default()
+            })
+            .await
+            .expect("PerfService.Run")
+            .into_inner()
+            .total
+            .expect("a total");
+        assert!(total.ios > 0, "{total:?}");
+    });
+    let body = http::get(&d.metrics_url()).expect("GET /metrics").text();
+    let served: BTreeSet<String> = body
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_owned)
+        .collect();
+    let mut queried = BTreeSet::new();
+    for (_, expr) in &exprs {
+        queried.extend(metric_names(expr));
+    }
+    assert!(queried.len() >= 15, "{queried:?}");
+    let missing: Vec<&String> = queried
+        .iter()
+        .filter(|m| !served.contains(*m))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries metrics the daemon does not serve: {missing:?}\n\
+         served: {served:?}"
+    );
+    // The template variables' queries too.
+    for var in dashboard["templating"]["list"]
+        .as_array()
+        .expect("variables")
+    {
+        if let Some(q) = var["definition"].as_str() {
+            for m in metric_names(q) {
+                assert!(served.contains(&m), "variable {}: {m}", var["name"]);
+            }
+        }
+    }
+}

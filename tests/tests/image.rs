@@ -1,0 +1,243 @@
+//! The runtime image, really built and run here: `scripts/build-image`
+//! (the command docs/operations.md gives) makes a Debian base with
+//! debootstrap, imports it into buildah and builds the Dockerfile's runtime
+//! stage with the release binaries (`buildah bud --isolation chroot`).
+//! Inside the image: `io-engine --version`, the unprivileged user, and the
+//! daemon started as the DaemonSet starts it (its command, the ConfigMap's
+//! config, the cores from the cpuset), answering `io-engine-ctl` and
+//! exiting 0 on SIGTERM.
+//!
+//! The image lives in buildah storage of the test's own under
+//! TARGET/image/storage; the debootstrap tarball is cached in TARGET/image/,
+//! so only a fresh clone's first run fetches packages.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use io_engine_tests::daemon::{ctl_bin, daemon_bin};
+use io_engine_tests::tools::{TempDir, said, system_tool, yaml_file};
+use io_engine_tests::{available_cpus, bin, output_with_timeout, target_dir, workspace_root};
+use serde_json::Value;
+
+const TAG: &str = "localhost/io-engine:test";
+
+/// First build: debootstrap of a minimal base (seconds to a minute or two
+/// with a slow mirror) and the image; later ones take seconds.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(600);
+
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn storage() -> PathBuf {
+    target_dir().join("image").join("storage")
+}
+
+/// `buildah` on the test's storage.
+fn buildah(args: &[&str]) -> Command {
+    let store = storage();
+    let mut cmd = Command::new(system_tool("buildah", "buildah"));
+    cmd.arg("--root")
+        .arg(store.join("root"))
+        .arg("--runroot")
+        .arg(store.join("run"))
+        .args(["--storage-driver", "vfs"])
+        .args(args);
+    cmd
+}
+
+/// Runs `cmd` (at most `timeout`), panics with its output unless it
+/// succeeds, and returns its stdout.
+fn ok(cmd: Command, timeout: Duration) -> String {
+    let shown = format!("{cmd:?}");
+    let out = output_with_timeout(cmd, timeout);
+    assert!(
+        out.status.success(),
+        "{shown} failed ({}):\n{}",
+        out.status,
+        said(&out)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A working container of the image, removed when dropped.
+struct Container(String);
+
+impl Container {
+    fn new() -> Container {
+        let id = ok(
+            buildah(&["from", "--pull=never", "--quiet", TAG]),
+            RUN_TIMEOUT,
+        );
+        Container(id.trim().to_owned())
+    }
+
+    /// `buildah run --isolation chroot` with `opts` (env, volumes), then
+    /// `command`; returns its stdout.
+    fn run(&self, opts: &[String], command: &[&str]) -> String {
+        let mut cmd = buildah(&["run", "--isolation", "chroot"]);
+        cmd.args(opts).arg(&self.0).arg("--").args(command);
+        ok(cmd, RUN_TIMEOUT)
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = output_with_timeout(buildah(&["rm", &self.0]), RUN_TIMEOUT);
+    }
+}
+
+/// A port of 127.0.0.1 nothing listens on (as of now).
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").port()
+}
+
+/// Run inside the container: the DaemonSet's command (`$DS_SCRIPT`, with
+/// `--poll-mode adaptive` as its args) in the background, `io-engine-ctl`
+/// until it answers, then SIGTERM and the exit status.
+const POD: &str = r#"
+sh -c "$DS_SCRIPT" io-engine --poll-mode adaptive &
+pid=$!
+i=0
+until io-engine-ctl engine info >/dev/null 2>&1; do
+  i=$((i + 1))
+  if [ "$i" -gt 100 ] || ! kill -0 "$pid" 2>/dev/null; then
+    echo "the engine did not answer" >&2
+    kill -KILL "$pid" 2>/dev/null
+    exit 3
+  fi
+  sleep 0.1
+done
+echo "--- engine info"
+io-engine-ctl -o json engine info
+echo "--- export list"
+io-engine-ctl -o json export list
+kill -TERM "$pid"
+wait "$pid"
+echo "--- exit status $?"
+"#;
+
+/// The JSON between `--- NAME` and the next `---` line of `out`.
+fn section(out: &str, name: &str) -> Value {
+    let start = out
+        .find(&format!("--- {name}\n"))
+        .unwrap_or_else(|| panic!("no {name} in:\n{out}"))
+        + name.len()
+        + 5;
+    let end = out[start..].find("\n---").map_or(out.len(), |i| start + i);
+    serde_json::from_str(&out[start..end]).unwrap_or_else(|e| panic!("{name}: {e}\n{out}"))
+}
+
+#[test]
+fn the_runtime_image_builds_and_runs_the_daemon_as_the_daemonset_does() {
+    // The binaries the image takes, as the suite builds them.
+    let engine = daemon_bin();
+    ctl_bin();
+    bin("bdev-perf");
+    let host_version = ok(
+        {
+            let mut c = Command::new(&engine);
+            c.arg("--version");
+            c
+        },
+        RUN_TIMEOUT,
+    );
+
+    let started = std::time::Instant::now();
+    let mut build = Command::new(workspace_root().join("scripts/build-image"));
+    build
+        .arg(TAG)
+        .current_dir(workspace_root())
+        .env("IO_ENGINE_IMAGE_NO_BUILD", "1")
+        .env("IO_ENGINE_IMAGE_STORAGE", storage());
+    let out = ok(build, BUILD_TIMEOUT);
+    assert_eq!(out.lines().last(), Some(TAG), "{out}");
+    eprintln!("image built in {:?}", started.elapsed());
+
+    // The image's configuration.
+    let inspect = ok(buildah(&["inspect", "--type", "image", TAG]), RUN_TIMEOUT);
+    let inspect: Value = serde_json::from_str(&inspect).expect("buildah inspect JSON");
+    let config = &inspect["OCIv1"]["config"];
+    assert_eq!(config["User"], "10001:10001", "{config}");
+    assert_eq!(
+        config["Entrypoint"],
+        serde_json::json!(["/usr/local/bin/io-engine"]),
+        "{config}"
+    );
+    assert!(
+        config["Env"].as_array().is_some_and(|e| e
+            .iter()
+            .any(|v| v == "IO_ENGINE_CONFIG=/etc/io-engine/io-engine.toml")),
+        "{config}"
+    );
+    let labels = &config["Labels"];
+    assert_eq!(labels["org.opencontainers.image.title"], "io-engine");
+    assert_eq!(
+        labels["org.opencontainers.image.version"],
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(
+        config.get("Healthcheck").is_none_or(Value::is_null),
+        "{config}"
+    );
+
+    let ctr = Container::new();
+    // The same build as the host's, run on the image's own libraries.
+    let version = ctr.run(&[], &["io-engine", "--version"]);
+    assert_eq!(version, host_version);
+    assert!(version.starts_with(&format!("io-engine {}", env!("CARGO_PKG_VERSION"))));
+    assert_eq!(ctr.run(&[], &["id", "-u"]).trim(), "10001");
+    for tool in ["io-engine-ctl", "bdev-perf"] {
+        let help = ctr.run(&[], &[tool, "--help"]);
+        assert!(help.contains("Usage"), "{tool}: {help}");
+    }
+
+    // As the DaemonSet starts it: its command, the ConfigMap's config over
+    // the image's, the addresses from the environment (here loopback), the
+    // cores from the container's cpuset.
+    let ds = yaml_file("deploy/kubernetes/base/daemonset.yaml");
+    let command = &ds[0]["spec"]["template"]["spec"]["containers"][0]["command"];
+    assert_eq!(command[0], "/bin/sh");
+    assert_eq!(command[1], "-c");
+    let script = command[2].as_str().expect("the DaemonSet's script");
+    let cm = yaml_file("deploy/kubernetes/base/configmap.yaml");
+    let toml = cm[0]["data"]["io-engine.toml"]
+        .as_str()
+        .expect("the config");
+    let dir = TempDir::new("image-config");
+    dir.write("io-engine.toml", toml);
+    let (grpc, metrics, nbd) = (free_port(), free_port(), free_port());
+    let opts = [
+        format!("--volume={}:/etc/io-engine:ro", dir.path().display()),
+        format!("--env=IO_ENGINE_GRPC_ADDR=127.0.0.1:{grpc}"),
+        format!("--env=IO_ENGINE_METRICS_ADDR=127.0.0.1:{metrics}"),
+        format!("--env=IO_ENGINE_NBD_ADDR=127.0.0.1:{nbd}"),
+        format!("--env=IO_ENGINE_ENDPOINT=http://127.0.0.1:{grpc}"),
+        format!("--env=DS_SCRIPT={script}"),
+    ];
+    let out = ctr.run(&opts, &["sh", "-c", POD]);
+    let info = section(&out, "engine info");
+    assert_eq!(
+        info["cores"],
+        serde_json::json!(available_cpus()),
+        "the cores of the cpuset: {info}"
+    );
+    assert_eq!(
+        info["poll_mode"], "adaptive",
+        "args reach the engine: {info}"
+    );
+    assert_eq!(info["version"], env!("CARGO_PKG_VERSION"));
+    let exports = section(&out, "export list");
+    assert_eq!(
+        exports["exports"][0]["bdev"], "m0",
+        "the ConfigMap's share: {exports}"
+    );
+    assert_eq!(
+        exports["exports"][0]["uri"],
+        format!("nbd://127.0.0.1:{nbd}/m0"),
+        "{exports}"
+    );
+    assert!(out.trim_end().ends_with("--- exit status 0"), "{out}");
+    eprintln!("image test done in {:?}", started.elapsed());
+}
