@@ -62,11 +62,17 @@ pub fn said(out: &Output) -> String {
     )
 }
 
-/// Runs `cmd` and panics, with what it said, unless it succeeds; returns
-/// its stdout.
-pub fn run_ok(cmd: Command, input: Option<&[u8]>) -> String {
+/// Runs `cmd` in the workspace root and panics, with what it said, unless
+/// it succeeds; returns its stdout.
+pub fn run_ok(mut cmd: Command, input: Option<&[u8]>) -> String {
+    cmd.current_dir(workspace_root());
+    run_ok_within(cmd, input, TOOL_TIMEOUT)
+}
+
+/// [`run_ok`] with a timeout of its own, and the command's own directory.
+pub fn run_ok_within(cmd: Command, input: Option<&[u8]>, timeout: Duration) -> String {
     let shown = format!("{cmd:?}");
-    let out = run_tool(cmd, input);
+    let out = output_with_input(cmd, input.map(<[u8]>::to_vec), timeout);
     assert!(
         out.status.success(),
         "{shown} failed ({}):\n{}",

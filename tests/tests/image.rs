@@ -17,7 +17,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use io_engine_tests::daemon::{ctl_bin, daemon_bin};
-use io_engine_tests::tools::{TempDir, said, system_tool, yaml_file};
+use io_engine_tests::tools::{TempDir, run_ok_within, system_tool, yaml_file};
 use io_engine_tests::{available_cpus, bin, output_with_timeout, target_dir, workspace_root};
 use serde_json::Value;
 
@@ -49,15 +49,7 @@ fn buildah(args: &[&str]) -> Command {
 /// Runs `cmd` (at most `timeout`), panics with its output unless it
 /// succeeds, and returns its stdout.
 fn ok(cmd: Command, timeout: Duration) -> String {
-    let shown = format!("{cmd:?}");
-    let out = output_with_timeout(cmd, timeout);
-    assert!(
-        out.status.success(),
-        "{shown} failed ({}):\n{}",
-        out.status,
-        said(&out)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    run_ok_within(cmd, None, timeout)
 }
 
 /// A working container of the image, removed when dropped.

@@ -11,10 +11,11 @@ use std::fs::File;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use io_engine_api::v1 as pb;
 use io_engine_tests::daemon::Daemon;
+use io_engine_tests::tools::TempDir;
 use io_engine_tests::{http, output_with_input};
 use serde_json::Value;
 
@@ -27,32 +28,6 @@ const PROMTOOL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The device the daemon serves: 24 MiB in 4 KiB blocks.
 const DEVICE_URI: &str = "malloc:///prom0?size_mb=24&blk_size=4096";
 const DEVICE_SIZE: u64 = 24 << 20;
-
-/// A directory removed, with its contents, when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let path =
-            std::env::temp_dir().join(format!("io-engine-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&path)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
-        TempDir(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The Prometheus server: killed (and reaped) when dropped.
 struct Prometheus {
