@@ -713,10 +713,7 @@ fn the_dashboard_queries_only_metrics_a_live_daemon_serves() {
         queried.extend(metric_names(expr));
     }
     assert!(queried.len() >= 15, "{queried:?}");
-    let missing: Vec<&String> = queried
-        .iter()
-        .filter(|m| !served.contains(*m))
-        .collect();
+    let missing: Vec<&String> = queried.iter().filter(|m| !served.contains(*m)).collect();
     assert!(
         missing.is_empty(),
         "the dashboard queries metrics the daemon does not serve: {missing:?}\n\
