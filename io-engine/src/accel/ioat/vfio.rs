@@ -604,3 +604,454 @@ impl Drop for Mmio {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::super::driver::DriverConfig;
+    use super::super::model::{IoatModel, ModelConfig};
+    use super::super::{Ioat, IoatOptions};
+    use super::*;
+    use crate::accel::{Accel, Module, Opcode, conformance};
+
+    /// A sysfs and /dev tree under a temporary directory.
+    struct Tree {
+        root: PathBuf,
+    }
+
+    static TREES: AtomicUsize = AtomicUsize::new(0);
+
+    impl Tree {
+        fn new() -> Tree {
+            let root = std::env::temp_dir().join(format!(
+                "io-engine-vfio-{}-{}",
+                std::process::id(),
+                TREES.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&root);
+            for d in [
+                "sys/bus/pci/devices",
+                "sys/bus/pci/drivers",
+                "sys/devices/pci0000:00",
+                "sys/kernel/iommu_groups",
+                "dev/vfio",
+            ] {
+                std::fs::create_dir_all(root.join(d)).unwrap();
+            }
+            Tree { root }
+        }
+
+        fn function(
+            &self,
+            bdf: &str,
+            vendor: u16,
+            device: u16,
+            driver: Option<&str>,
+            group: Option<u32>,
+        ) {
+            use std::os::unix::fs::symlink;
+            let dir = self.root.join("sys/devices/pci0000:00").join(bdf);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("vendor"), format!("{vendor:#06x}\n")).unwrap();
+            std::fs::write(dir.join("device"), format!("{device:#06x}\n")).unwrap();
+            symlink(&dir, self.root.join("sys/bus/pci/devices").join(bdf)).unwrap();
+            if let Some(d) = driver {
+                let drv = self.root.join("sys/bus/pci/drivers").join(d);
+                std::fs::create_dir_all(&drv).unwrap();
+                symlink(&drv, dir.join("driver")).unwrap();
+            }
+            if let Some(g) = group {
+                let gdir = self
+                    .root
+                    .join("sys/kernel/iommu_groups")
+                    .join(g.to_string());
+                std::fs::create_dir_all(gdir.join("devices")).unwrap();
+                symlink(&gdir, dir.join("iommu_group")).unwrap();
+                let _ = std::fs::write(self.root.join("dev/vfio").join(g.to_string()), "");
+            }
+        }
+
+        fn sysfs(&self) -> SysfsRoot {
+            SysfsRoot {
+                sys: self.root.join("sys"),
+                dev: self.root.join("dev"),
+            }
+        }
+    }
+
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+
+    type Fail = fn() -> VfioFailure;
+
+    /// What the fake kernel did, and the IOMMU its model devices see.
+    #[derive(Default)]
+    struct State {
+        iommu: Arc<IovaMap>,
+        maps: AtomicUsize,
+        unmaps: AtomicUsize,
+        resets: AtomicUsize,
+        config_writes: AtomicUsize,
+        command: Mutex<HashMap<String, u16>>,
+    }
+
+    /// VFIO with I/OAT model devices behind it.
+    struct FakeVfio {
+        hugepages: u64,
+        container: Option<Fail>,
+        device: HashMap<&'static str, Fail>,
+        bar0_fails: bool,
+        state: Arc<State>,
+    }
+
+    impl FakeVfio {
+        fn new() -> FakeVfio {
+            FakeVfio {
+                hugepages: 512,
+                container: None,
+                device: HashMap::new(),
+                bar0_fails: false,
+                state: Arc::new(State::default()),
+            }
+        }
+    }
+
+    impl VfioOps for FakeVfio {
+        fn open_container(&self) -> Result<Arc<dyn VfioContainerOps>, VfioFailure> {
+            if let Some(f) = self.container {
+                return Err(f());
+            }
+            Ok(Arc::new(FakeContainer {
+                device: self.device.clone(),
+                bar0_fails: self.bar0_fails,
+                state: self.state.clone(),
+            }))
+        }
+        fn hugepages(&self) -> u64 {
+            self.hugepages
+        }
+    }
+
+    struct FakeContainer {
+        device: HashMap<&'static str, Fail>,
+        bar0_fails: bool,
+        state: Arc<State>,
+    }
+
+    impl VfioContainerOps for FakeContainer {
+        fn open_device(&self, f: &PciFunction) -> Result<Box<dyn VfioDeviceOps>, VfioFailure> {
+            if let Some(fail) = self.device.get(f.bdf.as_str()) {
+                return Err(fail());
+            }
+            self.state
+                .command
+                .lock()
+                .unwrap()
+                .entry(f.bdf.clone())
+                .or_insert(0x0002);
+            Ok(Box::new(FakeDevice {
+                bdf: f.bdf.clone(),
+                bar0_fails: self.bar0_fails,
+                state: self.state.clone(),
+                model: IoatModel::with_map(ModelConfig::default(), self.state.iommu.clone()),
+            }))
+        }
+
+        unsafe fn dma_map(&self, iova: u64, len: usize, va: *mut u8) -> Result<(), VfioFailure> {
+            self.state.maps.fetch_add(1, Ordering::Relaxed);
+            self.state.iommu.insert(Window {
+                va: va as usize,
+                len,
+                iova,
+            });
+            Ok(())
+        }
+
+        fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), VfioFailure> {
+            self.state.unmaps.fetch_add(1, Ordering::Relaxed);
+            self.state.iommu.remove(iova as usize, len);
+            Ok(())
+        }
+    }
+
+    struct FakeDevice {
+        bdf: String,
+        bar0_fails: bool,
+        state: Arc<State>,
+        model: IoatModel,
+    }
+
+    impl VfioDeviceOps for FakeDevice {
+        fn config_read16(&self, off: u64) -> u16 {
+            assert_eq!(off, spec::PCI_COMMAND);
+            self.state.command.lock().unwrap()[&self.bdf]
+        }
+        fn config_write16(&self, off: u64, v: u16) {
+            assert_eq!(off, spec::PCI_COMMAND);
+            self.state.config_writes.fetch_add(1, Ordering::Relaxed);
+            self.state
+                .command
+                .lock()
+                .unwrap()
+                .insert(self.bdf.clone(), v);
+        }
+        fn bar0(&self) -> Result<Box<dyn Registers>, VfioFailure> {
+            if self.bar0_fails {
+                return Err(VfioFailure::Other("mmap of BAR0: EINVAL".into()));
+            }
+            Ok(Box::new(self.model.registers()))
+        }
+        fn reset(&self) {
+            self.state.resets.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn two_functions() -> Tree {
+        let t = Tree::new();
+        t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), Some(7));
+        t.function("0000:00:04.1", 0x8086, 0x2021, Some("vfio-pci"), Some(8));
+        t
+    }
+
+    fn notes(t: &Tree, ops: &FakeVfio, wanted: &[&str]) -> (usize, String) {
+        let wanted: Vec<String> = wanted.iter().map(|s| s.to_string()).collect();
+        let f = open_all(&t.sysfs(), ops, &wanted);
+        (f.hardware.len(), f.notes.join("\n"))
+    }
+
+    #[test]
+    fn discovery_reads_vendor_device_driver_and_group() {
+        let t = Tree::new();
+        t.function("0000:80:04.3", 0x8086, 0x6f23, Some("ioatdma"), Some(41));
+        t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), Some(12));
+        t.function("0000:00:1f.2", 0x8086, 0xa102, Some("ahci"), Some(13));
+        t.function("0000:03:00.0", 0x10de, 0x2021, None, None);
+        t.function("0000:00:04.7", 0x8086, 0x0b00, None, None);
+        let found = scan(&t.sysfs()).unwrap();
+        let got: Vec<_> = found
+            .iter()
+            .map(|f| (f.bdf.as_str(), f.device, f.driver.as_deref(), f.iommu_group))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("0000:00:04.0", 0x2021, Some("vfio-pci"), Some(12)),
+                ("0000:00:04.7", 0x0b00, None, None),
+                ("0000:80:04.3", 0x6f23, Some("ioatdma"), Some(41)),
+            ]
+        );
+        assert!(found[0].path.ends_with("0000:00:04.0"));
+    }
+
+    #[test]
+    fn every_failure_says_what_to_do() {
+        let ops = FakeVfio::new();
+        // No sysfs.
+        let none = SysfsRoot {
+            sys: PathBuf::from("/nonexistent/sys"),
+            dev: PathBuf::from("/nonexistent/dev"),
+        };
+        let f = open_all(&none, &ops, &[]);
+        assert!(f.hardware.is_empty());
+        assert!(f.notes[0].contains("is sysfs mounted"), "{:?}", f.notes);
+        // No I/OAT function.
+        let t = Tree::new();
+        t.function("0000:00:1f.2", 0x8086, 0xa102, Some("ahci"), Some(1));
+        let (n, s) = notes(&t, &ops, &[]);
+        assert_eq!(n, 0);
+        assert!(
+            s.contains("no I/OAT function in") && s.contains("Crystal Beach"),
+            "{s}"
+        );
+        // Bound to ioatdma, to another driver, to none; a wanted address
+        // that is not there.
+        let t = Tree::new();
+        t.function("0000:00:04.0", 0x8086, 0x2021, Some("ioatdma"), Some(3));
+        t.function("0000:00:04.1", 0x8086, 0x2021, Some("pci-stub"), Some(4));
+        t.function("0000:00:04.2", 0x8086, 0x2021, None, Some(5));
+        let (n, s) = notes(
+            &t,
+            &ops,
+            &[
+                "0000:00:04.0",
+                "0000:00:04.1",
+                "0000:00:04.2",
+                "0000:00:09.0",
+            ],
+        );
+        assert_eq!(n, 0);
+        assert!(
+            s.contains(
+                "ioat 0000:00:04.0 (8086:2021): bound to the kernel's ioatdma driver; bind it \
+                 to vfio-pci: `modprobe vfio-pci; echo 0000:00:04.0 > \
+                 /sys/bus/pci/devices/0000:00:04.0/driver/unbind; echo vfio-pci > \
+                 /sys/bus/pci/devices/0000:00:04.0/driver_override; echo 0000:00:04.0 > \
+                 /sys/bus/pci/drivers_probe`"
+            ),
+            "{s}"
+        );
+        assert!(
+            s.contains("ioat 0000:00:04.1 (8086:2021): bound to driver pci-stub"),
+            "{s}"
+        );
+        assert!(
+            s.contains("ioat 0000:00:04.2 (8086:2021): bound to no driver; bind it to vfio-pci: `modprobe vfio-pci; echo vfio-pci"),
+            "{s}"
+        );
+        assert!(
+            s.contains("ioat 0000:00:09.0: no supported I/OAT function at that address"),
+            "{s}"
+        );
+        // --ioat-devices restricts.
+        let t = two_functions();
+        let ops = FakeVfio::new();
+        let (n, _) = notes(&t, &ops, &["0000:00:04.1"]);
+        assert_eq!(n, 1);
+        // The IOMMU is off: no groups.
+        let t = Tree::new();
+        t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), None);
+        let (n, s) = notes(&t, &ops, &[]);
+        assert_eq!(n, 0);
+        assert!(
+            s.contains("the IOMMU is off") && s.contains("intel_iommu=on"),
+            "{s}"
+        );
+        // No hugepages.
+        let t = two_functions();
+        let ops = FakeVfio {
+            hugepages: 0,
+            ..FakeVfio::new()
+        };
+        let (n, s) = notes(&t, &ops, &[]);
+        assert_eq!(n, 0);
+        assert!(
+            s.contains("no hugepages are reserved") && s.contains("nr_hugepages"),
+            "{s}"
+        );
+        // No VFIO, or no permission for it.
+        for (fail, want) in [
+            (
+                (|| VfioFailure::Container(std::io::ErrorKind::NotFound.into())) as Fail,
+                "cannot open /dev/vfio/vfio: entity not found: load the VFIO driver (`modprobe vfio-pci`)",
+            ),
+            (
+                || VfioFailure::Container(std::io::ErrorKind::PermissionDenied.into()),
+                "run as root, or give this user /dev/vfio/vfio",
+            ),
+            (|| VfioFailure::NoType1, "vfio_iommu_type1"),
+        ] {
+            let ops = FakeVfio {
+                container: Some(fail),
+                ..FakeVfio::new()
+            };
+            let (n, s) = notes(&t, &ops, &[]);
+            assert_eq!(n, 0);
+            assert!(s.contains(want) && s.contains("I/OAT is not used"), "{s}");
+        }
+        // A group that is not viable, or not ours to open.
+        let mut ops = FakeVfio::new();
+        ops.device
+            .insert("0000:00:04.0", || VfioFailure::NotViable(7));
+        ops.device.insert("0000:00:04.1", || {
+            VfioFailure::GroupOpen(8, std::io::ErrorKind::PermissionDenied.into())
+        });
+        let (n, s) = notes(&t, &ops, &[]);
+        assert_eq!(n, 0);
+        assert!(
+            s.contains(
+                "ioat 0000:00:04.0: IOMMU group 7 is not viable: every device of the group (`ls "
+            ) && s.contains("/7/devices`) must be bound to vfio-pci or to no driver"),
+            "{s}"
+        );
+        assert!(
+            s.contains("ioat 0000:00:04.1: cannot open /dev/vfio/8")
+                && s.contains("dev/vfio/8; it is not used"),
+            "{s}"
+        );
+        // BAR0 that cannot be mapped.
+        let ops = FakeVfio {
+            bar0_fails: true,
+            ..FakeVfio::new()
+        };
+        let (n, s) = notes(&t, &ops, &[]);
+        assert_eq!(n, 0);
+        assert!(s.contains("cannot map BAR0 (mmap of BAR0: EINVAL)"), "{s}");
+    }
+
+    #[test]
+    fn bus_mastering_is_enabled_once() {
+        let t = two_functions();
+        let ops = FakeVfio::new();
+        ops.state
+            .command
+            .lock()
+            .unwrap()
+            .insert("0000:00:04.1".into(), 0x0006);
+        let f = open_all(&t.sysfs(), &ops, &[]);
+        assert_eq!(f.hardware.len(), 2);
+        let cmd = ops.state.command.lock().unwrap().clone();
+        assert_eq!(cmd["0000:00:04.0"], 0x0006, "bit 2 set, others kept");
+        assert_eq!(cmd["0000:00:04.1"], 0x0006);
+        assert_eq!(
+            ops.state.config_writes.load(Ordering::Relaxed),
+            1,
+            "no write where it was already set"
+        );
+    }
+
+    #[test]
+    fn model_devices_behind_fake_vfio_pass_the_suite() {
+        let t = two_functions();
+        let ops = FakeVfio::new();
+        let f = open_all(&t.sysfs(), &ops, &[]);
+        assert!(f.notes.is_empty(), "{:?}", f.notes);
+        let ioat = Arc::new(Ioat::start(
+            f.hardware,
+            &DriverConfig::default(),
+            Vec::new(),
+        ));
+        assert_eq!(ioat.channels(), 2, "{:?}", ioat.notes());
+        // The rings were mapped into the IOMMU as they were made (the
+        // models see nothing else).
+        assert!(ops.state.maps.load(Ordering::Relaxed) >= 2);
+        let accel = Accel::new(vec![ioat.clone() as Arc<dyn Module>], &[]).unwrap();
+        assert_eq!(accel.assigned(Opcode::Copy), "ioat");
+        // The suite's arena is made now: mapped by the backend as it is made.
+        let a = accel.clone();
+        std::thread::spawn(move || conformance::run_all(&a, 1 << 20))
+            .join()
+            .unwrap();
+        assert_eq!(ioat.totals().failed, 0);
+        drop(accel);
+        drop(ioat);
+        // Shutdown: both devices reset, every mapping removed.
+        assert_eq!(ops.state.resets.load(Ordering::Relaxed), 2);
+        assert_eq!(
+            ops.state.maps.load(Ordering::Relaxed),
+            ops.state.unmaps.load(Ordering::Relaxed)
+        );
+    }
+
+    #[test]
+    fn this_host_has_no_usable_ioat_and_says_why() {
+        // The real backend, on this machine's sysfs: no I/OAT function is
+        // bound to vfio-pci here, so the module has no channel and notes.
+        let ioat = Ioat::from_options(&IoatOptions {
+            hardware: true,
+            ..IoatOptions::default()
+        })
+        .unwrap();
+        if ioat.channels() == 0 {
+            assert!(!ioat.supports(Opcode::Copy));
+            let notes = ioat.notes().join("\n");
+            assert!(notes.contains("run on the software module"), "{notes}");
+            assert!(ioat.notes().len() >= 2, "{notes}");
+        }
+    }
+}
