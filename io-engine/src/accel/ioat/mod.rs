@@ -61,6 +61,59 @@ pub struct IoatOptions {
     pub model: ModelConfig,
 }
 
+/// The I/OAT flags the daemon, accel-perf and bdev-perf share.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct IoatArgs {
+    /// Run copy and fill on the Intel I/OAT DMA functions bound to
+    /// vfio-pci (see docs/ioat.md). Without a usable one the engine runs on
+    /// software and says why (in the log and in GetInfo's accel notes).
+    #[arg(long = "ioat", env = "IO_ENGINE_IOAT", conflicts_with = "ioat_model")]
+    pub ioat: bool,
+
+    /// With --ioat: only these PCI functions, e.g. 0000:00:04.0 (comma
+    /// separated).
+    #[arg(
+        long = "ioat-devices",
+        value_name = "BDF",
+        env = "IO_ENGINE_IOAT_DEVICES",
+        value_delimiter = ',',
+        requires = "ioat"
+    )]
+    pub ioat_devices: Vec<String>,
+
+    /// Run copy and fill on N channels of the I/OAT device model: a
+    /// software I/OAT device (a thread per channel) behind the same driver,
+    /// for demos and tests; it measures the driver, not hardware.
+    #[arg(
+        long = "ioat-model",
+        value_name = "N",
+        env = "IO_ENGINE_IOAT_MODEL",
+        default_value_t = 0
+    )]
+    pub ioat_model: usize,
+}
+
+impl IoatArgs {
+    /// The options these flags ask for.
+    pub fn options(&self) -> IoatOptions {
+        IoatOptions {
+            hardware: self.ioat,
+            devices: self.ioat_devices.clone(),
+            model_channels: self.ioat_model,
+            ..IoatOptions::default()
+        }
+    }
+
+    /// The module these flags ask for, as the offload list of an
+    /// [`Accel`](super::Accel) (empty without I/OAT flags).
+    pub fn modules(&self) -> Vec<Arc<dyn Module>> {
+        Ioat::from_options(&self.options())
+            .map(|m| Arc::new(m) as Arc<dyn Module>)
+            .into_iter()
+            .collect()
+    }
+}
+
 impl IoatOptions {
     /// Whether any I/OAT flag asked for the module.
     pub fn wanted(&self) -> bool {
