@@ -877,7 +877,11 @@ async fn engine_info_reactor_and_pool_stats_describe_the_daemon() {
     assert_eq!(info["poll_mode"], "adaptive", "{info}");
     assert!(u(&info["uptime_ns"]) > 0, "{info}");
     assert_eq!(u(&info["io_pool_size"]), 65535, "{info}");
-    assert_eq!(info["accel_modules"], serde_json::json!(["software"]), "{info}");
+    assert_eq!(
+        info["accel_modules"],
+        serde_json::json!(["software"]),
+        "{info}"
+    );
     let kv = key_values(&ctl_ok(&d, &["engine", "info"]));
     assert_eq!(kv["version"], VERSION);
     assert_eq!(kv["cores"], cpu.to_string());
