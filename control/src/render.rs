@@ -314,7 +314,7 @@ pub(crate) fn engine_info(e: &EngineInfo) -> String {
             )
         },
     );
-    key_values(&[
+    let mut rows = vec![
         ("version", e.version.clone()),
         ("git revision", e.git_revision.clone()),
         ("cores", none_if_empty(&cores.join(", "))),
@@ -322,9 +322,12 @@ pub(crate) fn engine_info(e: &EngineInfo) -> String {
         ("uptime", human_duration(e.uptime_ns)),
         ("hugepages", hugepages),
         ("accel modules", none_if_empty(&e.accel_modules.join(", "))),
-        ("io pool size", e.io_pool_size.to_string()),
-        ("io pool cache", e.io_pool_cache.to_string()),
-    ])
+    ];
+    // One row per note (what the accel modules found, software fallbacks).
+    rows.extend(e.accel_notes.iter().map(|n| ("accel note", n.clone())));
+    rows.push(("io pool size", e.io_pool_size.to_string()));
+    rows.push(("io pool cache", e.io_pool_cache.to_string()));
+    key_values(&rows)
 }
 
 fn dash_if_empty(s: &str) -> String {
@@ -545,9 +548,10 @@ bdev_io  other     1     0           0             0      -          0
                 total: 1024,
                 free: 1000,
             }),
-            accel_modules: vec![],
+            accel_modules: vec!["ioat".into(), "software".into()],
             io_pool_size: 65536,
             io_pool_cache: 256,
+            accel_notes: vec!["ioat: 1 channel ready: model-0".into()],
         };
         assert_eq!(
             engine_info(&e),
@@ -558,7 +562,8 @@ cores          0, 1
 poll mode      busy
 uptime         1h 02m 03s
 hugepages      2.0 MiB pages: 1024 total, 1000 free
-accel modules  (none)
+accel modules  ioat, software
+accel note     ioat: 1 channel ready: model-0
 io pool size   65536
 io pool cache  256
 "

@@ -413,6 +413,7 @@ pub(crate) struct EngineInfoJson<'a> {
     accel_modules: &'a [String],
     io_pool_size: u64,
     io_pool_cache: u64,
+    accel_notes: &'a [String],
 }
 
 impl<'a> From<&'a EngineInfo> for EngineInfoJson<'a> {
@@ -427,6 +428,7 @@ impl<'a> From<&'a EngineInfo> for EngineInfoJson<'a> {
             accel_modules: &e.accel_modules,
             io_pool_size: e.io_pool_size,
             io_pool_cache: e.io_pool_cache,
+            accel_notes: &e.accel_notes,
         }
     }
 }

@@ -255,6 +255,7 @@ impl EngineService for FakeEngine {
             accel_modules: vec!["software".into()],
             io_pool_size: 8192,
             io_pool_cache: 128,
+            accel_notes: Vec::new(),
         }))
     }
 }
@@ -681,6 +682,7 @@ io pool cache  128
             "accel_modules": ["software"],
             "io_pool_size": 8192,
             "io_pool_cache": 128,
+            "accel_notes": [],
         })
     );
 }

@@ -35,6 +35,7 @@
 
 mod channel;
 pub mod conformance;
+pub mod ioat;
 mod module;
 mod registry;
 pub mod software;

@@ -25,6 +25,18 @@ pub trait Module: Send + Sync {
     /// channel to give it (I/OAT: every hardware channel is taken); the
     /// framework then runs that thread's tasks on the software module.
     fn create_channel(&self) -> Option<Box<dyn ModuleChannel>>;
+
+    /// What the module found when it was made (devices used or left out,
+    /// and why), one line each, for GetInfo and the log.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Engine-specific counters (I/OAT: descriptors, doorbell writes), by
+    /// name.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// One thread's channel to a module.

@@ -172,6 +172,22 @@ impl Accel {
         self.notes.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// What the modules said when they were made (I/OAT: the channels
+    /// found, the devices left out and why), one line each.
+    pub fn module_notes(&self) -> Vec<String> {
+        self.modules.iter().flat_map(|m| m.notes()).collect()
+    }
+
+    /// The engine-specific counters of module `name` (empty for an unknown
+    /// module or one without any).
+    pub fn module_counters(&self, name: &str) -> Vec<(&'static str, u64)> {
+        self.modules
+            .iter()
+            .find(|m| m.name() == name)
+            .map(|m| m.counters())
+            .unwrap_or_default()
+    }
+
     /// Counters of every channel so far, per (opcode, module) and per
     /// module; pairs that never ran show zeroes.
     pub fn stats(&self) -> (Vec<OpStats>, Vec<ModuleStats>) {

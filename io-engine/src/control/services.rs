@@ -263,6 +263,12 @@ impl pb::engine_service_server::EngineService for Services {
                 .collect(),
             io_pool_size: e.config().io_pool_size as u64,
             io_pool_cache: e.config().io_pool_cache as u64,
+            accel_notes: {
+                let accel = e.accel();
+                let mut notes = accel.module_notes();
+                notes.extend(accel.notes());
+                notes
+            },
         }))
     }
 }

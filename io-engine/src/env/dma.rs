@@ -13,9 +13,17 @@
 //!
 //! Hugepage counters are read from `/proc/meminfo`, which reports the default
 //! hugepage size; the advice in errors assumes that is 2 MiB, as on x86-64.
+//!
+//! Every live region is known to the process-wide list of [`DmaMapper`]s
+//! ([`add_mapper`]): an offload engine that needs its memory mapped (the
+//! I/OAT VFIO backend's IOMMU mappings, the I/OAT device model's address
+//! space) is told of every region that exists and of each one made or
+//! dropped later, so malloc devices and IO buffers are device-visible
+//! whenever they were made.
 
 use std::ptr::{NonNull, null_mut};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rustix::mm::{Advice, MapFlags, ProtFlags, madvise, mmap_anonymous, munmap};
 use thiserror::Error;
@@ -241,6 +249,12 @@ impl DmaRegion {
         let len = len
             .checked_next_multiple_of(HUGEPAGE_SIZE)
             .ok_or(DmaError::TooLarge { len })?;
+        let region = DmaRegion::map_with(len, policy)?;
+        register(&region);
+        Ok(region)
+    }
+
+    fn map_with(len: usize, policy: HugepagePolicy) -> Result<DmaRegion, DmaError> {
         if policy != HugepagePolicy::Never {
             match DmaRegion::map_hugetlb(len) {
                 Ok(region) => return Ok(region),
@@ -360,9 +374,9 @@ impl DmaRegion {
 
     /// The IOVA a device uses for the byte at `offset` in the region.
     ///
-    /// For now this is the virtual address, which is what the software
-    /// device model uses; the VFIO backend replaces it with the address of
-    /// its IOMMU mapping.
+    /// This is the virtual address: the I/OAT VFIO backend maps every
+    /// region into the IOMMU at IOVA = virtual address, and the I/OAT
+    /// device model uses the same identity (see [`DmaMapper`]).
     ///
     /// # Panics
     ///
@@ -389,6 +403,7 @@ impl DmaRegion {
 
 impl Drop for DmaRegion {
     fn drop(&mut self) {
+        deregister(self);
         // SAFETY: `mapping`/`mapping_len` are exactly the mapping this region
         // made and owns; no references into it exist, and raw pointers into
         // it must not be used after the region is dropped.
@@ -397,6 +412,90 @@ impl Drop for DmaRegion {
                 "munmap of a {}-byte DMA region failed ({errno}); its memory stays mapped",
                 self.mapping_len
             );
+        }
+    }
+}
+
+/// Something that makes DMA regions visible to a device: an IOMMU mapping,
+/// the address space of a device model.
+///
+/// Its calls come from whichever thread makes or drops a region (or adds
+/// the mapper), one at a time: they are made under the list's lock, so a
+/// mapper must not make or drop regions itself.
+pub trait DmaMapper: Send + Sync {
+    /// `len` bytes at `addr` (a live region) may now be handed to the
+    /// device. A mapper reports its own failures.
+    fn map(&self, addr: usize, len: usize);
+    /// The region at `addr` goes away: the device must no longer use it.
+    fn unmap(&self, addr: usize, len: usize);
+}
+
+struct Live {
+    regions: Vec<(usize, usize)>,
+    mappers: Vec<(u64, Arc<dyn DmaMapper>)>,
+    next_id: u64,
+}
+
+static LIVE: Mutex<Live> = Mutex::new(Live {
+    regions: Vec::new(),
+    mappers: Vec::new(),
+    next_id: 0,
+});
+
+fn live() -> std::sync::MutexGuard<'static, Live> {
+    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn register(region: &DmaRegion) {
+    let (addr, len) = (region.ptr.addr().get(), region.len);
+    let mut live = live();
+    live.regions.push((addr, len));
+    for (_, m) in &live.mappers {
+        m.map(addr, len);
+    }
+}
+
+fn deregister(region: &DmaRegion) {
+    let (addr, len) = (region.ptr.addr().get(), region.len);
+    let mut live = live();
+    if let Some(i) = live.regions.iter().position(|&r| r == (addr, len)) {
+        live.regions.swap_remove(i);
+        for (_, m) in &live.mappers {
+            m.unmap(addr, len);
+        }
+    }
+}
+
+/// Tells `mapper` of every live region now, and of every region made or
+/// dropped until the handle is dropped (which unmaps the live ones from it).
+pub fn add_mapper(mapper: Arc<dyn DmaMapper>) -> MapperHandle {
+    let mut live = live();
+    for &(addr, len) in &live.regions {
+        mapper.map(addr, len);
+    }
+    let id = live.next_id;
+    live.next_id += 1;
+    live.mappers.push((id, mapper));
+    MapperHandle(id)
+}
+
+/// The live regions, as (address, length).
+pub fn live_regions() -> Vec<(usize, usize)> {
+    live().regions.clone()
+}
+
+/// A mapper's place in the list; dropping it removes the mapper.
+#[derive(Debug)]
+pub struct MapperHandle(u64);
+
+impl Drop for MapperHandle {
+    fn drop(&mut self) {
+        let mut live = live();
+        if let Some(i) = live.mappers.iter().position(|(id, _)| *id == self.0) {
+            let (_, m) = live.mappers.swap_remove(i);
+            for &(addr, len) in &live.regions {
+                m.unmap(addr, len);
+            }
         }
     }
 }
@@ -655,6 +754,49 @@ mod tests {
         assert!(!region.contains(base.wrapping_sub(1), 1));
         assert!(!region.contains(base.wrapping_add(1), usize::MAX));
         assert!(!region.contains(std::ptr::null(), 1));
+    }
+
+    #[derive(Default)]
+    struct Recording(Mutex<Vec<(bool, usize, usize)>>);
+
+    impl DmaMapper for Recording {
+        fn map(&self, addr: usize, len: usize) {
+            self.0.lock().unwrap().push((true, addr, len));
+        }
+        fn unmap(&self, addr: usize, len: usize) {
+            self.0.lock().unwrap().push((false, addr, len));
+        }
+    }
+
+    #[test]
+    fn mappers_see_live_and_later_regions() {
+        let before = DmaRegion::alloc_with(2 * MIB, HugepagePolicy::Never).unwrap();
+        let b = (before.as_ptr().addr(), before.len());
+        let rec = Arc::new(Recording::default());
+        let handle = add_mapper(rec.clone());
+        let seen = |want: (bool, usize, usize)| rec.0.lock().unwrap().contains(&want);
+        assert!(seen((true, b.0, b.1)), "a live region is mapped at once");
+        let after = DmaRegion::alloc_with(2 * MIB, HugepagePolicy::Never).unwrap();
+        let a = (after.as_ptr().addr(), after.len());
+        assert!(seen((true, a.0, a.1)), "a new region is mapped");
+        assert!(live_regions().contains(&a));
+        drop(after);
+        assert!(seen((false, a.0, a.1)), "a dropped region is unmapped");
+        assert!(!live_regions().contains(&a));
+        drop(handle);
+        assert!(
+            seen((false, b.0, b.1)),
+            "removing the mapper unmaps the live ones"
+        );
+        let n = rec.0.lock().unwrap().len();
+        let later = DmaRegion::alloc_with(2 * MIB, HugepagePolicy::Never).unwrap();
+        drop(later);
+        drop(before);
+        assert_eq!(
+            rec.0.lock().unwrap().len(),
+            n,
+            "a removed mapper hears nothing"
+        );
     }
 
     #[test]

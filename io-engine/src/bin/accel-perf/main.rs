@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
+use io_engine::accel::ioat::IoatArgs;
 use io_engine::accel::{Accel, Assignment, Opcode};
 use io_engine::env::cores::CoreSet;
 use io_engine::reactor::{PollMode, Reactors};
@@ -96,6 +97,9 @@ struct Args {
     #[arg(long)]
     json: bool,
 
+    #[command(flatten)]
+    ioat: IoatArgs,
+
     /// After the run, time a plain loop (ptr copy/fill, slice compare, the
     /// crc32c crate) over the same buffers on each core for the same time,
     /// and report it beside the framework's figure.
@@ -165,7 +169,7 @@ fn run(args: Args) -> Result<bool, String> {
         }],
         None => Vec::new(),
     };
-    let accel = Accel::new(Vec::new(), &overrides).map_err(|e| e.to_string())?;
+    let accel = Accel::new(args.ioat.modules(), &overrides).map_err(|e| e.to_string())?;
     let cfg = Config {
         workload: args.workload,
         size: args.size,
@@ -215,13 +219,17 @@ fn run(args: Args) -> Result<bool, String> {
     reactors.stop();
 
     let (ops, mods) = accel.stats();
+    let engine = accel.module_counters(module);
     let ok = outcomes
         .iter()
         .all(|o| o.failed == 0 && o.miscompares == o.expected_miscompares);
     if args.json {
-        print_json(&args, &cores, alloc, module, &outcomes, &ops, &mods);
+        print_json(
+            &args, &cores, alloc, module, &outcomes, &ops, &mods, &engine,
+        );
     } else {
         print_table(&cores, args.size, &outcomes);
+        print_engine(module, &outcomes, &engine);
         if !ok {
             eprintln!(
                 "accel-perf: failures or unexpected miscompares (expected {} miscompares from -P)",
@@ -304,10 +312,30 @@ fn print_table(cores: &CoreSet, size: usize, outcomes: &[Outcome]) {
     }
 }
 
+/// The module's own counters (I/OAT: doorbell writes and descriptors),
+/// per operation.
+fn print_engine(module: &str, outcomes: &[Outcome], engine: &[(&'static str, u64)]) {
+    let get = |k: &str| engine.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    let (Some(doorbells), Some(descriptors)) = (get("doorbell_writes"), get("descriptors")) else {
+        return;
+    };
+    let ops = outcomes.iter().map(|o| o.completed).sum::<u64>().max(1) as f64;
+    println!(
+        "Module {module}: {doorbells} doorbell writes ({:.4} per operation), {descriptors} \
+         descriptors ({:.2} per operation)",
+        doorbells as f64 / ops,
+        descriptors as f64 / ops
+    );
+}
+
 fn ceiling_total(outcomes: &[Outcome]) -> Option<f64> {
     outcomes.iter().map(|o| o.ceiling_ops_per_s).sum()
 }
 
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call site, every part of the report"
+)]
 fn print_json(
     args: &Args,
     cores: &CoreSet,
@@ -316,6 +344,7 @@ fn print_json(
     outcomes: &[Outcome],
     ops: &[io_engine::accel::OpStats],
     mods: &[io_engine::accel::ModuleStats],
+    engine: &[(&'static str, u64)],
 ) {
     let op: Opcode = args.workload.opcode();
     let per_core: Vec<_> = cores
@@ -343,6 +372,15 @@ fn print_json(
         .iter()
         .find(|m| m.module == module)
         .map_or(0, |m| m.batches);
+    let mut module_json = json!({
+        "name": module,
+        "counters": counters,
+        "batches": batches,
+    });
+    // The module's own counters (I/OAT: doorbell_writes, descriptors).
+    for (k, v) in engine {
+        module_json[*k] = json!(v);
+    }
     let out = json!({
         "config": {
             "workload": op.name(),
@@ -373,11 +411,7 @@ fn print_json(
             "mib_s": c * args.size as f64 / (1024.0 * 1024.0),
             "ratio": total_ops / c,
         })),
-        "module": {
-            "name": module,
-            "counters": counters,
-            "batches": batches,
-        },
+        "module": module_json,
     });
     println!("{out}");
 }

@@ -11,6 +11,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use io_engine::accel::Accel;
+use io_engine::accel::ioat::IoatArgs;
 use io_engine::bdev::{BdevRegistry, IoPoolConfig};
 use io_engine::env::cores::CoreSet;
 use io_engine::perf::{self, MAX_SECONDS, PerfSpec, Workload};
@@ -74,6 +76,9 @@ struct Args {
     /// Print the results as one JSON object on stdout (progress goes to stderr).
     #[arg(long = "json")]
     json: bool,
+
+    #[command(flatten)]
+    ioat: IoatArgs,
 
     /// Device to create and drive, e.g. 'null:///n0?size_mb=1024&blk_size=4096'.
     #[arg(long = "bdev", required = true, value_name = "URI")]
@@ -144,11 +149,15 @@ fn main() -> ExitCode {
 fn run(args: Args) -> Result<report::Report, Fatal> {
     let cores = CoreSet::from_args(args.reactor_mask.as_deref(), args.core_list.as_deref())?;
     cores.check_available()?;
-    let registry = BdevRegistry::new(IoPoolConfig {
-        size: args.io_pool_size,
-        cache: args.io_pool_cache,
-        cores: cores.len(),
-    })?;
+    let accel = Accel::new(args.ioat.modules(), &[])?;
+    let registry = BdevRegistry::with_accel(
+        IoPoolConfig {
+            size: args.io_pool_size,
+            cache: args.io_pool_cache,
+            cores: cores.len(),
+        },
+        accel.clone(),
+    )?;
     let mut names = Vec::new();
     for uri in &args.bdevs {
         names.push(registry.create(uri)?.name);
@@ -200,9 +209,55 @@ fn run(args: Args) -> Result<report::Report, Fatal> {
     reactors.stop();
     let report = report::Report::new(config, rows);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+        let mut v = report.to_json();
+        v["accel"] = accel_summary(&accel);
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         report.print_table();
+        print_accel(&accel);
     }
     Ok(report)
+}
+
+/// What the accel framework did for the run (malloc devices move their
+/// data through it): tasks per (opcode, module), the modules' own counters
+/// (I/OAT: descriptors, doorbell writes) and fallback notes.
+fn accel_summary(accel: &Accel) -> serde_json::Value {
+    let (ops, _) = accel.stats();
+    let ops: Vec<_> = ops
+        .into_iter()
+        .filter(|s| s.executed + s.failed > 0)
+        .collect();
+    let mut modules = serde_json::Map::new();
+    for m in accel.modules() {
+        let counters: serde_json::Map<String, serde_json::Value> = accel
+            .module_counters(m.name)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.into()))
+            .collect();
+        if !counters.is_empty() {
+            modules.insert(m.name.to_string(), counters.into());
+        }
+    }
+    serde_json::json!({ "ops": ops, "modules": modules, "notes": accel.notes() })
+}
+
+fn print_accel(accel: &Accel) {
+    let (ops, _) = accel.stats();
+    for s in ops.iter().filter(|s| s.executed + s.failed > 0) {
+        println!(
+            "accel {} on {}: {} executed, {} failed, {} bytes",
+            s.opcode, s.module, s.executed, s.failed, s.bytes
+        );
+    }
+    for m in accel.modules() {
+        let c = accel.module_counters(m.name);
+        if !c.is_empty() {
+            let parts: Vec<String> = c.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            println!("accel module {}: {}", m.name, parts.join(", "));
+        }
+    }
+    for n in accel.notes() {
+        println!("accel note: {n}");
+    }
 }

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use io_engine::accel::Assignment;
+use io_engine::accel::ioat::IoatArgs;
 use io_engine::engine::{Engine, EngineConfig};
 use io_engine::env::affinity;
 use io_engine::env::cores::CoreSet;
@@ -85,6 +86,9 @@ struct Args {
         value_delimiter = ','
     )]
     accel_assign: Vec<Assignment>,
+
+    #[command(flatten)]
+    ioat: IoatArgs,
 
     /// IO objects in the shared pool.
     #[arg(long, env = "IO_ENGINE_IO_POOL_SIZE", default_value_t = 65535)]
@@ -218,7 +222,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         io_pool_size: args.io_pool_size,
         io_pool_cache: args.io_pool_cache,
         nbd_max_per_export: args.nbd_max_connections,
-        accel_modules: Vec::new(),
+        accel_modules: args.ioat.modules(),
         accel_assign: args.accel_assign.clone(),
     })?);
     for uri in &args.bdevs {

@@ -1,0 +1,1057 @@
+//! The VFIO backend: finds I/OAT functions in sysfs, opens them through
+//! VFIO (container, group, device), maps BAR0, enables bus mastering, and
+//! maps every DMA region of the process into the IOMMU at IOVA = virtual
+//! address, so malloc devices and IO buffers are device-visible.
+//!
+//! Thread: the thread that builds the module (the daemon's or accel-perf's
+//! main thread) discovers and opens the devices; the IOMMU mapping calls
+//! then come from whichever thread makes or drops a DMA region (see
+//! [`DmaMapper`]); BAR0 accesses from the reactor holding the channel.
+//!
+//! Every ioctl sits behind [`VfioOps`] (the kernel through `vfio-ioctls`
+//! in [`SystemVfio`], a fake in the tests, as rust-vmm's
+//! `vfio_ioctls.rs` does), and sysfs is read under a root path
+//! ([`SysfsRoot`]), so all the logic here is tested without hardware.
+//! Every failure becomes a note that says what the operator should do; the
+//! module then runs without that device (and the engine on software when
+//! none is left).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use super::driver::Hardware;
+use super::regs::{IovaMap, MappedMemory, Registers, Window};
+use super::spec;
+use crate::env::dma::{DmaMapper, MapperHandle, add_mapper};
+
+/// Where sysfs and /dev are (`/sys`, `/dev` on a host; a temporary tree in
+/// tests).
+#[derive(Debug, Clone)]
+pub struct SysfsRoot {
+    /// The sysfs mount.
+    pub sys: PathBuf,
+    /// The devtmpfs mount.
+    pub dev: PathBuf,
+}
+
+impl SysfsRoot {
+    /// The host's.
+    pub fn system() -> SysfsRoot {
+        SysfsRoot {
+            sys: PathBuf::from("/sys"),
+            dev: PathBuf::from("/dev"),
+        }
+    }
+
+    fn pci_devices(&self) -> PathBuf {
+        self.sys.join("bus/pci/devices")
+    }
+}
+
+/// A PCI function as sysfs describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PciFunction {
+    /// Its address, e.g. `0000:00:04.0`.
+    pub bdf: String,
+    /// Vendor id.
+    pub vendor: u16,
+    /// Device id.
+    pub device: u16,
+    /// The bound driver's name, if any.
+    pub driver: Option<String>,
+    /// Its IOMMU group, if the IOMMU is on.
+    pub iommu_group: Option<u32>,
+    /// Its sysfs directory.
+    pub path: PathBuf,
+}
+
+fn read_hex(p: &Path) -> Option<u16> {
+    let s = std::fs::read_to_string(p).ok()?;
+    u16::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
+}
+
+fn link_name(p: &Path) -> Option<String> {
+    let target = std::fs::read_link(p).ok()?;
+    target.file_name()?.to_str().map(str::to_owned)
+}
+
+/// The supported I/OAT functions under `root` (any driver), sorted by
+/// address.
+pub fn scan(root: &SysfsRoot) -> std::io::Result<Vec<PciFunction>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(root.pci_devices())? {
+        let path = entry?.path();
+        let (Some(vendor), Some(device)) = (
+            read_hex(&path.join("vendor")),
+            read_hex(&path.join("device")),
+        ) else {
+            continue;
+        };
+        if !spec::is_supported(vendor, device) {
+            continue;
+        }
+        let Some(bdf) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
+            continue;
+        };
+        found.push(PciFunction {
+            bdf,
+            vendor,
+            device,
+            driver: link_name(&path.join("driver")),
+            iommu_group: link_name(&path.join("iommu_group")).and_then(|g| g.parse().ok()),
+            path,
+        });
+    }
+    found.sort_by(|a, b| a.bdf.cmp(&b.bdf));
+    Ok(found)
+}
+
+/// How to bind `bdf` (vendor:device `id`) to vfio-pci, as shell commands.
+fn bind_commands(f: &PciFunction) -> String {
+    let unbind = match &f.driver {
+        Some(_) => format!(
+            "echo {bdf} > /sys/bus/pci/devices/{bdf}/driver/unbind; ",
+            bdf = f.bdf
+        ),
+        None => String::new(),
+    };
+    format!(
+        "`modprobe vfio-pci; {unbind}echo vfio-pci > /sys/bus/pci/devices/{bdf}/driver_override; \
+         echo {bdf} > /sys/bus/pci/drivers_probe` (or `dpdk-devbind.py -b vfio-pci {bdf}`, \
+         SPDK's `scripts/setup.sh`)",
+        bdf = f.bdf
+    )
+}
+
+/// What went wrong at the ioctl level.
+#[derive(Debug)]
+pub enum VfioFailure {
+    /// `/dev/vfio/vfio` could not be opened.
+    Container(std::io::Error),
+    /// The container lacks the type-1 IOMMU backend.
+    NoType1,
+    /// The group file could not be opened.
+    GroupOpen(u32, std::io::Error),
+    /// The group has devices not bound to vfio-pci.
+    NotViable(u32),
+    /// Anything else, with the call that failed.
+    Other(String),
+}
+
+impl fmt::Display for VfioFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VfioFailure::Container(e) => write!(f, "cannot open /dev/vfio/vfio: {e}"),
+            VfioFailure::NoType1 => f.write_str("the VFIO container has no type-1 IOMMU backend"),
+            VfioFailure::GroupOpen(g, e) => write!(f, "cannot open /dev/vfio/{g}: {e}"),
+            VfioFailure::NotViable(g) => write!(f, "IOMMU group {g} is not viable"),
+            VfioFailure::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+/// The kernel's VFIO interface, as the backend uses it.
+pub trait VfioOps: Send + Sync {
+    /// Opens a container (`/dev/vfio/vfio`) with the type-1 IOMMU.
+    fn open_container(&self) -> Result<Arc<dyn VfioContainerOps>, VfioFailure>;
+    /// 2 MiB hugepages reserved on the host.
+    fn hugepages(&self) -> u64;
+}
+
+/// A VFIO container: an IOMMU domain shared by its devices.
+pub trait VfioContainerOps: Send + Sync {
+    /// Opens the function at `sysfs` (its group joins the container).
+    fn open_device(&self, f: &PciFunction) -> Result<Box<dyn VfioDeviceOps>, VfioFailure>;
+
+    /// Maps `len` bytes at `va` at `iova` for every device of the
+    /// container.
+    ///
+    /// # Safety
+    ///
+    /// Until unmapped, the devices may read and write the memory at any
+    /// time: it must stay mapped in the process and only be reached
+    /// through raw pointers (volatile, atomic, or handed to a device), as
+    /// `vfio-ioctls`' `vfio_dma_map` says.
+    unsafe fn dma_map(&self, iova: u64, len: usize, va: *mut u8) -> Result<(), VfioFailure>;
+
+    /// Removes the mapping at `iova`.
+    fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), VfioFailure>;
+}
+
+/// An opened VFIO device (one PCI function).
+pub trait VfioDeviceOps: Send + Sync {
+    /// 16-bit read of PCI configuration space.
+    fn config_read16(&self, off: u64) -> u16;
+    /// 16-bit write of PCI configuration space.
+    fn config_write16(&self, off: u64, v: u16);
+    /// BAR0, mapped.
+    fn bar0(&self) -> Result<Box<dyn Registers>, VfioFailure>;
+    /// Function-level reset, where the device has one.
+    fn reset(&self);
+}
+
+/// What [`open_all`] found: the devices to run channels on, and notes.
+pub struct Found {
+    /// Opened, mapped, bus-mastering functions.
+    pub hardware: Vec<Hardware>,
+    /// One line per finding, each telling what to do.
+    pub notes: Vec<String>,
+}
+
+/// Sets bus master enable in the command register (SPDK's `ioat_attach`).
+pub fn enable_bus_master(dev: &dyn VfioDeviceOps) {
+    let cmd = dev.config_read16(spec::PCI_COMMAND);
+    if cmd & spec::PCI_COMMAND_BUS_MASTER == 0 {
+        dev.config_write16(spec::PCI_COMMAND, cmd | spec::PCI_COMMAND_BUS_MASTER);
+    }
+}
+
+/// Maps DMA regions into a container at IOVA = virtual address and
+/// records them in the map the driver translates through.
+struct ContainerMapper {
+    container: Arc<dyn VfioContainerOps>,
+    map: Arc<IovaMap>,
+}
+
+impl DmaMapper for ContainerMapper {
+    fn map(&self, addr: usize, len: usize) {
+        // SAFETY: `addr..addr + len` is a live DmaRegion, reached only
+        // through raw pointers (DmaRegion's rule); it is unmapped from the
+        // IOMMU (`unmap`, called before the region's munmap) before it goes.
+        match unsafe { self.container.dma_map(addr as u64, len, addr as *mut u8) } {
+            Ok(()) => self.map.insert(Window {
+                va: addr,
+                len,
+                iova: addr as u64,
+            }),
+            Err(e) => tracing::error!(
+                "ioat: cannot map {len} bytes at {addr:#x} into the IOMMU ({e}); I/OAT tasks on \
+                 that memory fail with invalid_argument. Raise the locked-memory limit \
+                 (`ulimit -l unlimited`, or LimitMEMLOCK= for a service) or run as root"
+            ),
+        }
+    }
+
+    fn unmap(&self, addr: usize, len: usize) {
+        if self.map.by_va(addr).is_none() {
+            return;
+        }
+        self.map.remove(addr, len);
+        if let Err(e) = self.container.dma_unmap(addr as u64, len) {
+            tracing::error!("ioat: cannot unmap {len} bytes at {addr:#x} from the IOMMU: {e}");
+        }
+    }
+}
+
+/// What a channel on a VFIO device keeps alive: the device (reset when
+/// dropped) and the container's mappings (shared by its channels).
+struct Opened {
+    dev: Box<dyn VfioDeviceOps>,
+    _mappings: Arc<MapperHandle>,
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        self.dev.reset();
+    }
+}
+
+/// Finds the I/OAT functions under `root`, keeps those in `wanted` (every
+/// one when empty), and opens each one bound to vfio-pci through `ops`.
+pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found {
+    let mut notes = Vec::new();
+    let mut hardware = Vec::new();
+    let dir = root.pci_devices();
+    let functions = match scan(root) {
+        Ok(f) => f,
+        Err(e) => {
+            notes.push(format!(
+                "ioat: cannot read {} ({e}); is sysfs mounted? I/OAT is not used",
+                dir.display()
+            ));
+            return Found { hardware, notes };
+        }
+    };
+    for w in wanted {
+        if !functions.iter().any(|f| &f.bdf == w) {
+            notes.push(format!(
+                "ioat {w}: no supported I/OAT function at that address in {} (check the \
+                 address with `lspci -D -d 8086:`)",
+                dir.display()
+            ));
+        }
+    }
+    let functions: Vec<PciFunction> = functions
+        .into_iter()
+        .filter(|f| wanted.is_empty() || wanted.contains(&f.bdf))
+        .collect();
+    if functions.is_empty() {
+        if wanted.is_empty() {
+            notes.push(format!(
+                "ioat: no I/OAT function in {} (Intel vendor 0x8086 with a supported device \
+                 id); this host has no I/OAT engine, or it is disabled in the firmware \
+                 (\"Crystal Beach DMA\" / \"I/OAT\")",
+                dir.display()
+            ));
+        }
+        return Found { hardware, notes };
+    }
+    let mut usable = Vec::new();
+    for f in functions {
+        let id = format!("{:04x}:{:04x}", f.vendor, f.device);
+        match f.driver.as_deref() {
+            Some("vfio-pci") => usable.push(f),
+            Some("ioatdma") => notes.push(format!(
+                "ioat {} ({id}): bound to the kernel's ioatdma driver; bind it to vfio-pci: {}",
+                f.bdf,
+                bind_commands(&f)
+            )),
+            Some(other) => notes.push(format!(
+                "ioat {} ({id}): bound to driver {other}; bind it to vfio-pci: {}",
+                f.bdf,
+                bind_commands(&f)
+            )),
+            None => notes.push(format!(
+                "ioat {} ({id}): bound to no driver; bind it to vfio-pci: {}",
+                f.bdf,
+                bind_commands(&f)
+            )),
+        }
+    }
+    if usable.is_empty() {
+        return Found { hardware, notes };
+    }
+    let groups = root.sys.join("kernel/iommu_groups");
+    let iommu_on = std::fs::read_dir(&groups).is_ok_and(|mut d| d.next().is_some());
+    if !iommu_on || usable.iter().all(|f| f.iommu_group.is_none()) {
+        notes.push(format!(
+            "ioat: the IOMMU is off ({} is empty and the functions have no iommu_group): \
+             enable VT-d in the firmware and boot with `intel_iommu=on iommu=pt`; I/OAT is \
+             not used",
+            groups.display()
+        ));
+        return Found { hardware, notes };
+    }
+    if ops.hugepages() == 0 {
+        notes.push(
+            "ioat: no hugepages are reserved; DMA memory for the device must come from \
+             hugepages: reserve some (`echo 1024 > /proc/sys/vm/nr_hugepages`, or \
+             `hugepages=1024` on the kernel command line) and restart; I/OAT is not used"
+                .into(),
+        );
+        return Found { hardware, notes };
+    }
+    let container = match ops.open_container() {
+        Ok(c) => c,
+        Err(e) => {
+            let what = match &e {
+                VfioFailure::Container(io) if io.kind() == std::io::ErrorKind::NotFound => {
+                    "load the VFIO driver (`modprobe vfio-pci`)".to_string()
+                }
+                VfioFailure::Container(io) if io.kind() == std::io::ErrorKind::PermissionDenied => {
+                    "run as root, or give this user /dev/vfio/vfio".to_string()
+                }
+                VfioFailure::NoType1 => {
+                    "the kernel's VFIO lacks vfio_iommu_type1 (`modprobe vfio_iommu_type1`)"
+                        .to_string()
+                }
+                _ => "check `dmesg` for VFIO errors".to_string(),
+            };
+            notes.push(format!("ioat: {e}: {what}; I/OAT is not used"));
+            return Found { hardware, notes };
+        }
+    };
+    let map = Arc::new(IovaMap::new());
+    let mut mappings: Option<Arc<MapperHandle>> = None;
+    for f in usable {
+        let Some(group) = f.iommu_group else {
+            notes.push(format!(
+                "ioat {}: no IOMMU group; enable VT-d and boot with `intel_iommu=on`",
+                f.bdf
+            ));
+            continue;
+        };
+        let dev = match container.open_device(&f) {
+            Ok(d) => d,
+            Err(e) => {
+                let what = match &e {
+                    VfioFailure::NotViable(g) => format!(
+                        "every device of the group (`ls {}/{g}/devices`) must be bound to \
+                         vfio-pci or to no driver",
+                        groups.display()
+                    ),
+                    VfioFailure::GroupOpen(_, io)
+                        if io.kind() == std::io::ErrorKind::PermissionDenied =>
+                    {
+                        format!(
+                            "run as root, or give this user {}",
+                            root.dev.join("vfio").join(group.to_string()).display()
+                        )
+                    }
+                    VfioFailure::GroupOpen(_, io) if io.raw_os_error() == Some(libc::EBUSY) => {
+                        "another process holds the group; stop it".to_string()
+                    }
+                    _ => "check `dmesg` for VFIO errors".to_string(),
+                };
+                notes.push(format!("ioat {}: {e}: {what}; it is not used", f.bdf));
+                continue;
+            }
+        };
+        enable_bus_master(dev.as_ref());
+        let regs = match dev.bar0() {
+            Ok(r) => r,
+            Err(e) => {
+                notes.push(format!(
+                    "ioat {}: cannot map BAR0 ({e}); check `dmesg`; it is not used",
+                    f.bdf
+                ));
+                continue;
+            }
+        };
+        // The container is mapped once, when its first device is open (an
+        // IOMMU domain needs a device before it takes mappings).
+        let handle = mappings
+            .get_or_insert_with(|| {
+                Arc::new(add_mapper(Arc::new(ContainerMapper {
+                    container: container.clone(),
+                    map: map.clone(),
+                })))
+            })
+            .clone();
+        hardware.push(Hardware {
+            name: f.bdf.clone(),
+            regs,
+            mem: Arc::new(MappedMemory::new(map.clone())),
+            keep: Some(Box::new(Opened {
+                dev,
+                _mappings: handle,
+            })),
+        });
+    }
+    Found { hardware, notes }
+}
+
+// ---------------------------------------------------------------------------
+// The kernel, through vfio-ioctls
+// ---------------------------------------------------------------------------
+
+/// VFIO through the kernel (`vfio-ioctls`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemVfio;
+
+impl VfioOps for SystemVfio {
+    fn open_container(&self) -> Result<Arc<dyn VfioContainerOps>, VfioFailure> {
+        match vfio_ioctls::VfioContainer::new(None) {
+            Ok(c) => Ok(Arc::new(SystemContainer(Arc::new(c)))),
+            Err(vfio_ioctls::VfioError::OpenContainer(e)) => Err(VfioFailure::Container(e)),
+            Err(vfio_ioctls::VfioError::VfioExtension) => Err(VfioFailure::NoType1),
+            Err(e) => Err(VfioFailure::Other(format!("the VFIO container: {e}"))),
+        }
+    }
+
+    fn hugepages(&self) -> u64 {
+        crate::env::dma::hugepage_info().map_or(0, |h| h.total)
+    }
+}
+
+struct SystemContainer(Arc<vfio_ioctls::VfioContainer>);
+
+impl VfioContainerOps for SystemContainer {
+    fn open_device(&self, f: &PciFunction) -> Result<Box<dyn VfioDeviceOps>, VfioFailure> {
+        let ops: Arc<dyn vfio_ioctls::VfioOps> = self.0.clone();
+        match vfio_ioctls::VfioDevice::new(&f.path, ops, false) {
+            Ok(d) => Ok(Box::new(SystemDevice(Arc::new(d)))),
+            Err(vfio_ioctls::VfioError::GroupViable) => {
+                Err(VfioFailure::NotViable(f.iommu_group.unwrap_or(0)))
+            }
+            Err(vfio_ioctls::VfioError::OpenGroup(e, _)) => {
+                Err(VfioFailure::GroupOpen(f.iommu_group.unwrap_or(0), e))
+            }
+            Err(e) => Err(VfioFailure::Other(format!("opening the device: {e}"))),
+        }
+    }
+
+    unsafe fn dma_map(&self, iova: u64, len: usize, va: *mut u8) -> Result<(), VfioFailure> {
+        // SAFETY: the caller's contract is vfio_dma_map's.
+        unsafe { self.0.vfio_dma_map(iova, len, va) }
+            .map_err(|e| VfioFailure::Other(format!("VFIO_IOMMU_MAP_DMA: {e}")))
+    }
+
+    fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), VfioFailure> {
+        self.0
+            .vfio_dma_unmap(iova, len)
+            .map_err(|e| VfioFailure::Other(format!("VFIO_IOMMU_UNMAP_DMA: {e}")))
+    }
+}
+
+struct SystemDevice(Arc<vfio_ioctls::VfioDevice>);
+
+impl VfioDeviceOps for SystemDevice {
+    fn config_read16(&self, off: u64) -> u16 {
+        let mut b = [0u8; 2];
+        self.0.region_read(
+            vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX,
+            &mut b,
+            off,
+        );
+        u16::from_le_bytes(b)
+    }
+
+    fn config_write16(&self, off: u64, v: u16) {
+        self.0.region_write(
+            vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX,
+            &v.to_le_bytes(),
+            off,
+        );
+    }
+
+    fn bar0(&self) -> Result<Box<dyn Registers>, VfioFailure> {
+        use std::os::fd::{AsRawFd, BorrowedFd};
+        use vfio_bindings::bindings::vfio::{
+            VFIO_PCI_BAR0_REGION_INDEX, VFIO_REGION_INFO_FLAG_MMAP,
+        };
+        let idx = VFIO_PCI_BAR0_REGION_INDEX;
+        if self.0.get_region_flags(idx) & VFIO_REGION_INFO_FLAG_MMAP == 0 {
+            return Err(VfioFailure::Other("BAR0 cannot be mmapped".into()));
+        }
+        let len = self.0.get_region_size(idx) as usize;
+        if len < spec::channel_base(0) + spec::chan::SIZE {
+            return Err(VfioFailure::Other(format!("BAR0 is only {len} bytes")));
+        }
+        let offset = self.0.get_region_offset(idx);
+        // SAFETY: the device fd stays open as long as `self.0`, which the
+        // mapping keeps (`Mmio::_dev`).
+        let fd = unsafe { BorrowedFd::borrow_raw(self.0.as_raw_fd()) };
+        // SAFETY: a new shared mapping of the device's BAR0 at an address
+        // the kernel picks; it overlaps nothing in use.
+        let ptr = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::SHARED,
+                fd,
+                offset,
+            )
+        }
+        .map_err(|e| VfioFailure::Other(format!("mmap of BAR0: {e}")))?;
+        Ok(Box::new(Mmio {
+            ptr: NonNull::new(ptr.cast()).expect("mmap returned null"),
+            len,
+            _dev: self.0.clone(),
+        }))
+    }
+
+    fn reset(&self) {
+        self.0.reset();
+    }
+}
+
+/// BAR0 mapped from a VFIO device: volatile accesses, unmapped on drop.
+struct Mmio {
+    ptr: NonNull<u8>,
+    len: usize,
+    _dev: Arc<vfio_ioctls::VfioDevice>,
+}
+
+// SAFETY: the mapping is device memory reached only through volatile
+// accesses; it lives as long as the value and is not tied to a thread.
+unsafe impl Send for Mmio {}
+
+impl Mmio {
+    #[inline]
+    fn at<T>(&self, off: usize) -> *mut T {
+        assert!(
+            off + size_of::<T>() <= self.len && off.is_multiple_of(align_of::<T>()),
+            "BAR0 access of {} bytes at {off:#x} (BAR of {:#x})",
+            size_of::<T>(),
+            self.len
+        );
+        // SAFETY: in bounds (asserted).
+        unsafe { self.ptr.as_ptr().add(off).cast() }
+    }
+}
+
+macro_rules! mmio_rw {
+    ($read:ident, $write:ident, $t:ty) => {
+        fn $read(&self, off: usize) -> $t {
+            let p = self.at::<$t>(off);
+            // SAFETY: an aligned register inside the mapped BAR (`at`).
+            unsafe { p.read_volatile() }
+        }
+        fn $write(&self, off: usize, v: $t) {
+            let p = self.at::<$t>(off);
+            // SAFETY: as for the read.
+            unsafe { p.write_volatile(v) }
+        }
+    };
+}
+
+impl Registers for Mmio {
+    mmio_rw!(read8, write8, u8);
+    mmio_rw!(read16, write16, u16);
+    mmio_rw!(read32, write32, u32);
+    mmio_rw!(read64, write64, u64);
+}
+
+impl Drop for Mmio {
+    fn drop(&mut self) {
+        // SAFETY: exactly the mapping made in `bar0`; no access follows.
+        if let Err(e) = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) } {
+            tracing::warn!("munmap of BAR0 failed: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::super::driver::DriverConfig;
+    use super::super::model::{IoatModel, ModelConfig};
+    use super::super::{Ioat, IoatOptions};
+    use super::*;
+    use crate::accel::{Accel, Module, Opcode, conformance};
+
+    /// A sysfs and /dev tree under a temporary directory.
+    struct Tree {
+        root: PathBuf,
+    }
+
+    static TREES: AtomicUsize = AtomicUsize::new(0);
+
+    impl Tree {
+        fn new() -> Tree {
+            let root = std::env::temp_dir().join(format!(
+                "io-engine-vfio-{}-{}",
+                std::process::id(),
+                TREES.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&root);
+            for d in [
+                "sys/bus/pci/devices",
+                "sys/bus/pci/drivers",
+                "sys/devices/pci0000:00",
+                "sys/kernel/iommu_groups",
+                "dev/vfio",
+            ] {
+                std::fs::create_dir_all(root.join(d)).unwrap();
+            }
+            Tree { root }
+        }
+
+        fn function(
+            &self,
+            bdf: &str,
+            vendor: u16,
+            device: u16,
+            driver: Option<&str>,
+            group: Option<u32>,
+        ) {
+            use std::os::unix::fs::symlink;
+            let dir = self.root.join("sys/devices/pci0000:00").join(bdf);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("vendor"), format!("{vendor:#06x}\n")).unwrap();
+            std::fs::write(dir.join("device"), format!("{device:#06x}\n")).unwrap();
+            symlink(&dir, self.root.join("sys/bus/pci/devices").join(bdf)).unwrap();
+            if let Some(d) = driver {
+                let drv = self.root.join("sys/bus/pci/drivers").join(d);
+                std::fs::create_dir_all(&drv).unwrap();
+                symlink(&drv, dir.join("driver")).unwrap();
+            }
+            if let Some(g) = group {
+                let gdir = self
+                    .root
+                    .join("sys/kernel/iommu_groups")
+                    .join(g.to_string());
+                std::fs::create_dir_all(gdir.join("devices")).unwrap();
+                symlink(&gdir, dir.join("iommu_group")).unwrap();
+                let _ = std::fs::write(self.root.join("dev/vfio").join(g.to_string()), "");
+            }
+        }
+
+        fn sysfs(&self) -> SysfsRoot {
+            SysfsRoot {
+                sys: self.root.join("sys"),
+                dev: self.root.join("dev"),
+            }
+        }
+    }
+
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+
+    type Fail = fn() -> VfioFailure;
+
+    /// What the fake kernel did, and the IOMMU its model devices see.
+    #[derive(Default)]
+    struct State {
+        iommu: Arc<IovaMap>,
+        maps: AtomicUsize,
+        unmaps: AtomicUsize,
+        resets: AtomicUsize,
+        config_writes: AtomicUsize,
+        command: Mutex<HashMap<String, u16>>,
+    }
+
+    /// VFIO with I/OAT model devices behind it.
+    struct FakeVfio {
+        hugepages: u64,
+        container: Option<Fail>,
+        device: HashMap<&'static str, Fail>,
+        bar0_fails: bool,
+        state: Arc<State>,
+    }
+
+    impl FakeVfio {
+        fn new() -> FakeVfio {
+            FakeVfio {
+                hugepages: 512,
+                container: None,
+                device: HashMap::new(),
+                bar0_fails: false,
+                state: Arc::new(State::default()),
+            }
+        }
+    }
+
+    impl VfioOps for FakeVfio {
+        fn open_container(&self) -> Result<Arc<dyn VfioContainerOps>, VfioFailure> {
+            if let Some(f) = self.container {
+                return Err(f());
+            }
+            Ok(Arc::new(FakeContainer {
+                device: self.device.clone(),
+                bar0_fails: self.bar0_fails,
+                state: self.state.clone(),
+            }))
+        }
+        fn hugepages(&self) -> u64 {
+            self.hugepages
+        }
+    }
+
+    struct FakeContainer {
+        device: HashMap<&'static str, Fail>,
+        bar0_fails: bool,
+        state: Arc<State>,
+    }
+
+    impl VfioContainerOps for FakeContainer {
+        fn open_device(&self, f: &PciFunction) -> Result<Box<dyn VfioDeviceOps>, VfioFailure> {
+            if let Some(fail) = self.device.get(f.bdf.as_str()) {
+                return Err(fail());
+            }
+            self.state
+                .command
+                .lock()
+                .unwrap()
+                .entry(f.bdf.clone())
+                .or_insert(0x0002);
+            Ok(Box::new(FakeDevice {
+                bdf: f.bdf.clone(),
+                bar0_fails: self.bar0_fails,
+                state: self.state.clone(),
+                model: IoatModel::with_map(ModelConfig::default(), self.state.iommu.clone()),
+            }))
+        }
+
+        unsafe fn dma_map(&self, iova: u64, len: usize, va: *mut u8) -> Result<(), VfioFailure> {
+            self.state.maps.fetch_add(1, Ordering::Relaxed);
+            self.state.iommu.insert(Window {
+                va: va as usize,
+                len,
+                iova,
+            });
+            Ok(())
+        }
+
+        fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), VfioFailure> {
+            self.state.unmaps.fetch_add(1, Ordering::Relaxed);
+            self.state.iommu.remove(iova as usize, len);
+            Ok(())
+        }
+    }
+
+    struct FakeDevice {
+        bdf: String,
+        bar0_fails: bool,
+        state: Arc<State>,
+        model: IoatModel,
+    }
+
+    impl VfioDeviceOps for FakeDevice {
+        fn config_read16(&self, off: u64) -> u16 {
+            assert_eq!(off, spec::PCI_COMMAND);
+            self.state.command.lock().unwrap()[&self.bdf]
+        }
+        fn config_write16(&self, off: u64, v: u16) {
+            assert_eq!(off, spec::PCI_COMMAND);
+            self.state.config_writes.fetch_add(1, Ordering::Relaxed);
+            self.state
+                .command
+                .lock()
+                .unwrap()
+                .insert(self.bdf.clone(), v);
+        }
+        fn bar0(&self) -> Result<Box<dyn Registers>, VfioFailure> {
+            if self.bar0_fails {
+                return Err(VfioFailure::Other("mmap of BAR0: EINVAL".into()));
+            }
+            Ok(Box::new(self.model.registers()))
+        }
+        fn reset(&self) {
+            self.state.resets.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn two_functions() -> Tree {
+        let t = Tree::new();
+        t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), Some(7));
+        t.function("0000:00:04.1", 0x8086, 0x2021, Some("vfio-pci"), Some(8));
+        t
+    }
+
+    fn notes(t: &Tree, ops: &FakeVfio, wanted: &[&str]) -> (usize, String) {
+        let wanted: Vec<String> = wanted.iter().map(|s| s.to_string()).collect();
+        let f = open_all(&t.sysfs(), ops, &wanted);
+        (f.hardware.len(), f.notes.join("\n"))
+    }
+
+    #[test]
+    fn discovery_reads_vendor_device_driver_and_group() {
+        let t = Tree::new();
+        t.function("0000:80:04.3", 0x8086, 0x6f23, Some("ioatdma"), Some(41));
+        t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), Some(12));
+        t.function("0000:00:1f.2", 0x8086, 0xa102, Some("ahci"), Some(13));
+        t.function("0000:03:00.0", 0x10de, 0x2021, None, None);
+        t.function("0000:00:04.7", 0x8086, 0x0b00, None, None);
+        let found = scan(&t.sysfs()).unwrap();
+        let got: Vec<_> = found
+            .iter()
+            .map(|f| (f.bdf.as_str(), f.device, f.driver.as_deref(), f.iommu_group))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("0000:00:04.0", 0x2021, Some("vfio-pci"), Some(12)),
+                ("0000:00:04.7", 0x0b00, None, None),
+                ("0000:80:04.3", 0x6f23, Some("ioatdma"), Some(41)),
+            ]
+        );
+        assert!(found[0].path.ends_with("0000:00:04.0"));
+    }
+
+    #[test]
+    fn every_failure_says_what_to_do() {
+        let ops = FakeVfio::new();
+        // No sysfs.
+        let none = SysfsRoot {
+            sys: PathBuf::from("/nonexistent/sys"),
+            dev: PathBuf::from("/nonexistent/dev"),
+        };
+        let f = open_all(&none, &ops, &[]);
+        assert!(f.hardware.is_empty());
+        assert!(f.notes[0].contains("is sysfs mounted"), "{:?}", f.notes);
+        // No I/OAT function.
+        let t = Tree::new();
+        t.function("0000:00:1f.2", 0x8086, 0xa102, Some("ahci"), Some(1));
+        let (n, s) = notes(&t, &ops, &[]);
+        assert_eq!(n, 0);
+        assert!(
+            s.contains("no I/OAT function in") && s.contains("Crystal Beach"),
+            "{s}"
+        );
+        // Bound to ioatdma, to another driver, to none; a wanted address
+        // that is not there.
+        let t = Tree::new();
+        t.function("0000:00:04.0", 0x8086, 0x2021, Some("ioatdma"), Some(3));
+        t.function("0000:00:04.1", 0x8086, 0x2021, Some("pci-stub"), Some(4));
+        t.function("0000:00:04.2", 0x8086, 0x2021, None, Some(5));
+        let (n, s) = notes(
+            &t,
+            &ops,
+            &[
+                "0000:00:04.0",
+                "0000:00:04.1",
+                "0000:00:04.2",
+                "0000:00:09.0",
+            ],
+        );
+        assert_eq!(n, 0);
+        assert!(
+            s.contains(
+                "ioat 0000:00:04.0 (8086:2021): bound to the kernel's ioatdma driver; bind it \
+                 to vfio-pci: `modprobe vfio-pci; echo 0000:00:04.0 > \
+                 /sys/bus/pci/devices/0000:00:04.0/driver/unbind; echo vfio-pci > \
+                 /sys/bus/pci/devices/0000:00:04.0/driver_override; echo 0000:00:04.0 > \
+                 /sys/bus/pci/drivers_probe`"
+            ),
+            "{s}"
+        );
+        assert!(
+            s.contains("ioat 0000:00:04.1 (8086:2021): bound to driver pci-stub"),
+            "{s}"
+        );
+        assert!(
+            s.contains("ioat 0000:00:04.2 (8086:2021): bound to no driver; bind it to vfio-pci: `modprobe vfio-pci; echo vfio-pci"),
+            "{s}"
+        );
+        assert!(
+            s.contains("ioat 0000:00:09.0: no supported I/OAT function at that address"),
+            "{s}"
+        );
+        // --ioat-devices restricts.
+        let t = two_functions();
+        let ops = FakeVfio::new();
+        let (n, _) = notes(&t, &ops, &["0000:00:04.1"]);
+        assert_eq!(n, 1);
+        // The IOMMU is off: no groups.
+        let t = Tree::new();
+        t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), None);
+        let (n, s) = notes(&t, &ops, &[]);
+        assert_eq!(n, 0);
+        assert!(
+            s.contains("the IOMMU is off") && s.contains("intel_iommu=on"),
+            "{s}"
+        );
+        // No hugepages.
+        let t = two_functions();
+        let ops = FakeVfio {
+            hugepages: 0,
+            ..FakeVfio::new()
+        };
+        let (n, s) = notes(&t, &ops, &[]);
+        assert_eq!(n, 0);
+        assert!(
+            s.contains("no hugepages are reserved") && s.contains("nr_hugepages"),
+            "{s}"
+        );
+        // No VFIO, or no permission for it.
+        for (fail, want) in [
+            (
+                (|| VfioFailure::Container(std::io::ErrorKind::NotFound.into())) as Fail,
+                "cannot open /dev/vfio/vfio: entity not found: load the VFIO driver (`modprobe vfio-pci`)",
+            ),
+            (
+                || VfioFailure::Container(std::io::ErrorKind::PermissionDenied.into()),
+                "run as root, or give this user /dev/vfio/vfio",
+            ),
+            (|| VfioFailure::NoType1, "vfio_iommu_type1"),
+        ] {
+            let ops = FakeVfio {
+                container: Some(fail),
+                ..FakeVfio::new()
+            };
+            let (n, s) = notes(&t, &ops, &[]);
+            assert_eq!(n, 0);
+            assert!(s.contains(want) && s.contains("I/OAT is not used"), "{s}");
+        }
+        // A group that is not viable, or not ours to open.
+        let mut ops = FakeVfio::new();
+        ops.device
+            .insert("0000:00:04.0", || VfioFailure::NotViable(7));
+        ops.device.insert("0000:00:04.1", || {
+            VfioFailure::GroupOpen(8, std::io::ErrorKind::PermissionDenied.into())
+        });
+        let (n, s) = notes(&t, &ops, &[]);
+        assert_eq!(n, 0);
+        assert!(
+            s.contains(
+                "ioat 0000:00:04.0: IOMMU group 7 is not viable: every device of the group (`ls "
+            ) && s.contains("/7/devices`) must be bound to vfio-pci or to no driver"),
+            "{s}"
+        );
+        assert!(
+            s.contains("ioat 0000:00:04.1: cannot open /dev/vfio/8")
+                && s.contains("dev/vfio/8; it is not used"),
+            "{s}"
+        );
+        // BAR0 that cannot be mapped.
+        let ops = FakeVfio {
+            bar0_fails: true,
+            ..FakeVfio::new()
+        };
+        let (n, s) = notes(&t, &ops, &[]);
+        assert_eq!(n, 0);
+        assert!(s.contains("cannot map BAR0 (mmap of BAR0: EINVAL)"), "{s}");
+    }
+
+    #[test]
+    fn bus_mastering_is_enabled_once() {
+        let t = two_functions();
+        let ops = FakeVfio::new();
+        ops.state
+            .command
+            .lock()
+            .unwrap()
+            .insert("0000:00:04.1".into(), 0x0006);
+        let f = open_all(&t.sysfs(), &ops, &[]);
+        assert_eq!(f.hardware.len(), 2);
+        let cmd = ops.state.command.lock().unwrap().clone();
+        assert_eq!(cmd["0000:00:04.0"], 0x0006, "bit 2 set, others kept");
+        assert_eq!(cmd["0000:00:04.1"], 0x0006);
+        assert_eq!(
+            ops.state.config_writes.load(Ordering::Relaxed),
+            1,
+            "no write where it was already set"
+        );
+    }
+
+    #[test]
+    fn model_devices_behind_fake_vfio_pass_the_suite() {
+        let t = two_functions();
+        let ops = FakeVfio::new();
+        let f = open_all(&t.sysfs(), &ops, &[]);
+        assert!(f.notes.is_empty(), "{:?}", f.notes);
+        let ioat = Arc::new(Ioat::start(
+            f.hardware,
+            &DriverConfig::default(),
+            Vec::new(),
+        ));
+        assert_eq!(ioat.channels(), 2, "{:?}", ioat.notes());
+        // The rings were mapped into the IOMMU as they were made (the
+        // models see nothing else).
+        assert!(ops.state.maps.load(Ordering::Relaxed) >= 2);
+        let accel = Accel::new(vec![ioat.clone() as Arc<dyn Module>], &[]).unwrap();
+        assert_eq!(accel.assigned(Opcode::Copy), "ioat");
+        // The suite's arena is made now: mapped by the backend as it is made.
+        let a = accel.clone();
+        std::thread::spawn(move || conformance::run_all(&a, 1 << 20))
+            .join()
+            .unwrap();
+        assert_eq!(ioat.totals().failed, 0);
+        drop(accel);
+        drop(ioat);
+        // Shutdown: both devices reset, every mapping removed.
+        assert_eq!(ops.state.resets.load(Ordering::Relaxed), 2);
+        assert_eq!(
+            ops.state.maps.load(Ordering::Relaxed),
+            ops.state.unmaps.load(Ordering::Relaxed)
+        );
+    }
+
+    #[test]
+    fn this_host_has_no_usable_ioat_and_says_why() {
+        // The real backend, on this machine's sysfs: no I/OAT function is
+        // bound to vfio-pci here, so the module has no channel and notes.
+        let ioat = Ioat::from_options(&IoatOptions {
+            hardware: true,
+            ..IoatOptions::default()
+        })
+        .unwrap();
+        if ioat.channels() == 0 {
+            assert!(!ioat.supports(Opcode::Copy));
+            let notes = ioat.notes().join("\n");
+            assert!(notes.contains("run on the software module"), "{notes}");
+            assert!(ioat.notes().len() >= 2, "{notes}");
+        }
+    }
+}
