@@ -251,6 +251,14 @@ fn accel_perf_verifies_copy_and_fill_on_the_model() {
         s.contains("Module ioat: ") && s.contains("doorbell writes ("),
         "{s}"
     );
+    // -M ioat without an I/OAT flag: a usage error that says what to add.
+    let out = run(bin("accel-perf"), ["-m", &m, "-w", "copy", "-M", "ioat"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("add --ioat (hardware) or --ioat-model N"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

@@ -169,7 +169,12 @@ fn run(args: Args) -> Result<bool, String> {
         }],
         None => Vec::new(),
     };
-    let accel = Accel::new(args.ioat.modules(), &overrides).map_err(|e| e.to_string())?;
+    let accel = Accel::new(args.ioat.modules(), &overrides).map_err(|e| match &e {
+        io_engine::accel::AccelError::UnknownModule(m) if m == io_engine::accel::ioat::NAME => {
+            format!("{e}: add --ioat (hardware) or --ioat-model N (the device model)")
+        }
+        _ => e.to_string(),
+    })?;
     let cfg = Config {
         workload: args.workload,
         size: args.size,
