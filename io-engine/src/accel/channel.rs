@@ -101,7 +101,12 @@ impl AccelChannel {
 
     /// An empty batch.
     pub fn batch(&self) -> Batch<'_> {
-        let ids = self.inner.borrow_mut().spare.pop().unwrap_or_default();
+        let ids = self
+            .inner
+            .borrow_mut()
+            .spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(BATCH_PREALLOC));
         Batch {
             ch: self,
             ids,
@@ -230,6 +235,10 @@ impl AccelChannel {
         Ok(())
     }
 }
+
+/// Task ids a new batch list holds before it grows (lists are reused, so
+/// a steady state allocates nothing).
+const BATCH_PREALLOC: usize = 1024;
 
 /// Most modules one batch can address (offload engines plus software).
 const MAX_MODULES: usize = 8;
@@ -519,7 +528,13 @@ impl Batch<'_> {
             (None, _) => {}
             (Some(m), None) => self.ch.hand_off(m, &ids),
             (Some(_), Some(_)) => {
-                let mut part = self.ch.inner.borrow_mut().spare.pop().unwrap_or_default();
+                let mut part = self
+                    .ch
+                    .inner
+                    .borrow_mut()
+                    .spare
+                    .pop()
+                    .unwrap_or_else(|| Vec::with_capacity(BATCH_PREALLOC));
                 for (m, &n) in self.per_module.iter().enumerate() {
                     if n == 0 {
                         continue;
