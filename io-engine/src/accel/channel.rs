@@ -13,6 +13,132 @@ use super::stats::ChannelStats;
 use super::task::{Done, IoVec, Meta, Task, TaskId};
 use super::{AccelError, Completion, Module, ModuleChannel, Opcode};
 
+/// The six submission calls, written once for [`Batch`] (through `add`)
+/// and for [`AccelChannel`] (through `single`, a batch of one).
+macro_rules! submissions {
+    ($via:ident, $verb:literal $(, $m:tt)?) => {
+        #[doc = concat!($verb, " a copy of `len` bytes from `src` to `dst`.")]
+        ///
+        /// # Safety
+        ///
+        /// See [`Batch`].
+        pub unsafe fn copy(
+            &$($m)? self,
+            dst: *mut u8,
+            src: *const u8,
+            len: usize,
+            tag: u64,
+            done: &Rc<dyn Done>,
+        ) -> Result<(), AccelError> {
+            self.$via(Opcode::Copy, len, tag, done, |t| {
+                t.dst = dst;
+                t.src = src;
+            })
+        }
+
+        #[doc = concat!($verb, " a fill of `len` bytes at `dst` with `byte`.")]
+        ///
+        /// # Safety
+        ///
+        /// See [`Batch`].
+        pub unsafe fn fill(
+            &$($m)? self,
+            dst: *mut u8,
+            byte: u8,
+            len: usize,
+            tag: u64,
+            done: &Rc<dyn Done>,
+        ) -> Result<(), AccelError> {
+            self.$via(Opcode::Fill, len, tag, done, |t| {
+                t.dst = dst;
+                t.fill = byte;
+            })
+        }
+
+        #[doc = concat!($verb, " a compare of `len` bytes at `a` and `b`.")]
+        ///
+        /// # Safety
+        ///
+        /// See [`Batch`].
+        pub unsafe fn compare(
+            &$($m)? self,
+            a: *const u8,
+            b: *const u8,
+            len: usize,
+            tag: u64,
+            done: &Rc<dyn Done>,
+        ) -> Result<(), AccelError> {
+            self.$via(Opcode::Compare, len, tag, done, |t| {
+                t.src = a;
+                t.src2 = b;
+            })
+        }
+
+        #[doc = concat!($verb, " a dualcast of `len` bytes from `src` to `dst1` and `dst2`.")]
+        ///
+        /// # Safety
+        ///
+        /// See [`Batch`].
+        pub unsafe fn dualcast(
+            &$($m)? self,
+            dst1: *mut u8,
+            dst2: *mut u8,
+            src: *const u8,
+            len: usize,
+            tag: u64,
+            done: &Rc<dyn Done>,
+        ) -> Result<(), AccelError> {
+            self.$via(Opcode::Dualcast, len, tag, done, |t| {
+                t.dst = dst1;
+                t.dst2 = dst2;
+                t.src = src;
+            })
+        }
+
+        #[doc = concat!($verb, " a CRC-32C of `srcs`, continuing from `seed`.")]
+        ///
+        /// # Safety
+        ///
+        /// See [`Batch`]; a vector of more than one entry must itself stay
+        /// valid too (a single entry is copied into the task).
+        pub unsafe fn crc32c(
+            &$($m)? self,
+            srcs: &[IoVec],
+            seed: u32,
+            tag: u64,
+            done: &Rc<dyn Done>,
+        ) -> Result<(), AccelError> {
+            let len = srcs.iter().map(|v| v.len).sum();
+            self.$via(Opcode::Crc32c, len, tag, done, |t| {
+                t.set_sources(srcs);
+                t.seed = seed;
+            })
+        }
+
+        #[doc = concat!($verb, " a copy of `srcs` to `dst` with their CRC-32C from `seed`.")]
+        ///
+        /// # Safety
+        ///
+        /// See [`Batch`]; a vector of more than one entry must itself stay
+        /// valid too (a single entry is copied into the task).
+        pub unsafe fn copy_crc32c(
+            &$($m)? self,
+            dst: *mut u8,
+            srcs: &[IoVec],
+            seed: u32,
+            tag: u64,
+            done: &Rc<dyn Done>,
+        ) -> Result<(), AccelError> {
+            let len = srcs.iter().map(|v| v.len).sum();
+            self.$via(Opcode::CopyCrc32c, len, tag, done, |t| {
+                t.dst = dst;
+                t.set_sources(srcs);
+                t.seed = seed;
+            })
+        }
+    };
+}
+
 /// Dualcast destinations must be aligned to this (SPDK's rule).
 pub const DUALCAST_ALIGN: usize = 4096;
 
@@ -225,13 +351,7 @@ impl AccelChannel {
         fill: impl FnOnce(&mut Task),
     ) -> Result<(), AccelError> {
         let (id, module) = self.prepare(op, len, tag, done, fill)?;
-        let mut inner = self.inner.borrow_mut();
-        let inner = &mut *inner;
-        let chan = inner.chans[module]
-            .as_mut()
-            .expect("a routed module has a channel");
-        chan.submit(&inner.tasks, &[id], &mut inner.ready);
-        self.stats.batch(module);
+        self.hand_off(module, &[id]);
         Ok(())
     }
 }
@@ -395,125 +515,7 @@ impl Batch<'_> {
         Ok(())
     }
 
-    /// Adds a copy of `len` bytes from `src` to `dst`.
-    ///
-    /// # Safety
-    ///
-    /// See [`Batch`].
-    pub unsafe fn copy(
-        &mut self,
-        dst: *mut u8,
-        src: *const u8,
-        len: usize,
-        tag: u64,
-        done: &Rc<dyn Done>,
-    ) -> Result<(), AccelError> {
-        self.add(Opcode::Copy, len, tag, done, |t| {
-            t.dst = dst;
-            t.src = src;
-        })
-    }
-
-    /// Adds a fill of `len` bytes at `dst` with `byte`.
-    ///
-    /// # Safety
-    ///
-    /// See [`Batch`].
-    pub unsafe fn fill(
-        &mut self,
-        dst: *mut u8,
-        byte: u8,
-        len: usize,
-        tag: u64,
-        done: &Rc<dyn Done>,
-    ) -> Result<(), AccelError> {
-        self.add(Opcode::Fill, len, tag, done, |t| {
-            t.dst = dst;
-            t.fill = byte;
-        })
-    }
-
-    /// Adds a compare of `len` bytes at `a` and `b`.
-    ///
-    /// # Safety
-    ///
-    /// See [`Batch`].
-    pub unsafe fn compare(
-        &mut self,
-        a: *const u8,
-        b: *const u8,
-        len: usize,
-        tag: u64,
-        done: &Rc<dyn Done>,
-    ) -> Result<(), AccelError> {
-        self.add(Opcode::Compare, len, tag, done, |t| {
-            t.src = a;
-            t.src2 = b;
-        })
-    }
-
-    /// Adds a dualcast of `len` bytes from `src` to `dst1` and `dst2`.
-    ///
-    /// # Safety
-    ///
-    /// See [`Batch`].
-    pub unsafe fn dualcast(
-        &mut self,
-        dst1: *mut u8,
-        dst2: *mut u8,
-        src: *const u8,
-        len: usize,
-        tag: u64,
-        done: &Rc<dyn Done>,
-    ) -> Result<(), AccelError> {
-        self.add(Opcode::Dualcast, len, tag, done, |t| {
-            t.dst = dst1;
-            t.dst2 = dst2;
-            t.src = src;
-        })
-    }
-
-    /// Adds a CRC-32C of `srcs`, continuing from `seed`.
-    ///
-    /// # Safety
-    ///
-    /// See [`Batch`]; a vector of more than one entry must itself stay
-    /// valid too (a single entry is copied into the task).
-    pub unsafe fn crc32c(
-        &mut self,
-        srcs: &[IoVec],
-        seed: u32,
-        tag: u64,
-        done: &Rc<dyn Done>,
-    ) -> Result<(), AccelError> {
-        let len = srcs.iter().map(|v| v.len).sum();
-        self.add(Opcode::Crc32c, len, tag, done, |t| {
-            t.set_sources(srcs);
-            t.seed = seed;
-        })
-    }
-
-    /// Adds a copy of `srcs` to `dst` with their CRC-32C from `seed`.
-    ///
-    /// # Safety
-    ///
-    /// See [`Batch`]; a vector of more than one entry must itself stay
-    /// valid too (a single entry is copied into the task).
-    pub unsafe fn copy_crc32c(
-        &mut self,
-        dst: *mut u8,
-        srcs: &[IoVec],
-        seed: u32,
-        tag: u64,
-        done: &Rc<dyn Done>,
-    ) -> Result<(), AccelError> {
-        let len = srcs.iter().map(|v| v.len).sum();
-        self.add(Opcode::CopyCrc32c, len, tag, done, |t| {
-            t.dst = dst;
-            t.set_sources(srcs);
-            t.seed = seed;
-        })
-    }
+    submissions!(add, "Adds", mut);
 
     /// Hands the batch over: one submission per module it addresses.
     pub fn submit(mut self) {
@@ -575,123 +577,5 @@ impl Drop for Batch<'_> {
 }
 
 impl AccelChannel {
-    /// Submits a copy (a batch of one).
-    ///
-    /// # Safety
-    ///
-    /// See [`Batch`].
-    pub unsafe fn copy(
-        &self,
-        dst: *mut u8,
-        src: *const u8,
-        len: usize,
-        tag: u64,
-        done: &Rc<dyn Done>,
-    ) -> Result<(), AccelError> {
-        self.single(Opcode::Copy, len, tag, done, |t| {
-            t.dst = dst;
-            t.src = src;
-        })
-    }
-
-    /// Submits a fill (a batch of one).
-    ///
-    /// # Safety
-    ///
-    /// See [`Batch`].
-    pub unsafe fn fill(
-        &self,
-        dst: *mut u8,
-        byte: u8,
-        len: usize,
-        tag: u64,
-        done: &Rc<dyn Done>,
-    ) -> Result<(), AccelError> {
-        self.single(Opcode::Fill, len, tag, done, |t| {
-            t.dst = dst;
-            t.fill = byte;
-        })
-    }
-
-    /// Submits a compare (a batch of one).
-    ///
-    /// # Safety
-    ///
-    /// See [`Batch`].
-    pub unsafe fn compare(
-        &self,
-        a: *const u8,
-        b: *const u8,
-        len: usize,
-        tag: u64,
-        done: &Rc<dyn Done>,
-    ) -> Result<(), AccelError> {
-        self.single(Opcode::Compare, len, tag, done, |t| {
-            t.src = a;
-            t.src2 = b;
-        })
-    }
-
-    /// Submits a dualcast (a batch of one).
-    ///
-    /// # Safety
-    ///
-    /// See [`Batch`].
-    pub unsafe fn dualcast(
-        &self,
-        dst1: *mut u8,
-        dst2: *mut u8,
-        src: *const u8,
-        len: usize,
-        tag: u64,
-        done: &Rc<dyn Done>,
-    ) -> Result<(), AccelError> {
-        self.single(Opcode::Dualcast, len, tag, done, |t| {
-            t.dst = dst1;
-            t.dst2 = dst2;
-            t.src = src;
-        })
-    }
-
-    /// Submits a CRC-32C (a batch of one).
-    ///
-    /// # Safety
-    ///
-    /// See [`Batch`]; a vector of more than one entry must itself stay
-    /// valid too (a single entry is copied into the task).
-    pub unsafe fn crc32c(
-        &self,
-        srcs: &[IoVec],
-        seed: u32,
-        tag: u64,
-        done: &Rc<dyn Done>,
-    ) -> Result<(), AccelError> {
-        let len = srcs.iter().map(|v| v.len).sum();
-        self.single(Opcode::Crc32c, len, tag, done, |t| {
-            t.set_sources(srcs);
-            t.seed = seed;
-        })
-    }
-
-    /// Submits a copy with CRC-32C (a batch of one).
-    ///
-    /// # Safety
-    ///
-    /// See [`Batch`]; a vector of more than one entry must itself stay
-    /// valid too (a single entry is copied into the task).
-    pub unsafe fn copy_crc32c(
-        &self,
-        dst: *mut u8,
-        srcs: &[IoVec],
-        seed: u32,
-        tag: u64,
-        done: &Rc<dyn Done>,
-    ) -> Result<(), AccelError> {
-        let len = srcs.iter().map(|v| v.len).sum();
-        self.single(Opcode::CopyCrc32c, len, tag, done, |t| {
-            t.dst = dst;
-            t.set_sources(srcs);
-            t.seed = seed;
-        })
-    }
+    submissions!(single, "Submits (as a batch of one)");
 }

@@ -87,8 +87,9 @@ impl Arena {
     }
 }
 
-/// Fills `len` bytes at `p` with a pattern drawn from `seed`.
-fn scribble(p: *mut u8, len: usize, seed: u64) {
+/// Fills `len` bytes at `p` with a pattern drawn from `seed` (callers in
+/// this crate pass pieces of memory they own of at least `len` bytes).
+pub(crate) fn scribble(p: *mut u8, len: usize, seed: u64) {
     let mut x = seed | 1;
     for i in 0..len {
         x ^= x << 13;

@@ -79,7 +79,6 @@ impl Bdev for Malloc {
 const PREALLOC: usize = 1024;
 
 /// Collects accel completions for the channel's next poll.
-#[derive(Default)]
 struct Finished {
     list: RefCell<Vec<(u64, Completion)>>,
 }

@@ -3,6 +3,7 @@
 //! 4 channels and under fault injection; and of the model's own error
 //! behaviour.
 
+use crate::accel::conformance::scribble;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,17 +41,6 @@ fn accel_of(ioat: &Arc<Ioat>) -> Arc<Accel> {
 fn bytes<'a>(p: *const u8, len: usize) -> &'a [u8] {
     // SAFETY: callers pass arena pieces whose tasks have completed.
     unsafe { std::slice::from_raw_parts(p, len) }
-}
-
-fn scribble(p: *mut u8, len: usize, seed: u64) {
-    let mut x = seed | 1;
-    for i in 0..len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        // SAFETY: callers pass arena pieces of at least len bytes.
-        unsafe { p.add(i).write(x as u8) };
-    }
 }
 
 // ---------------------------------------------------------------------------
