@@ -64,6 +64,9 @@ struct Local {
     pollers: RefCell<Vec<PollerEntry>>,
     added: RefCell<Vec<PollerEntry>>,
     ready: RefCell<VecDeque<async_task::Runnable>>,
+    /// The earliest [`wake_by`] deadline asked for this round (TSC ticks;
+    /// `u64::MAX`: none). Reset at the start of every round.
+    deadline: Cell<u64>,
 }
 
 thread_local! {
@@ -96,6 +99,16 @@ pub fn register_poller(name: &'static str, f: impl FnMut() -> Poll + 'static) ->
     with_local(|l| l.added.borrow_mut().push(entry))
         .expect("register_poller called off a reactor thread");
     PollerHandle { live, name }
+}
+
+/// Asks the calling reactor to be awake again by `at` (a [`tsc::now`]
+/// timestamp): the next sleep ends by then. It holds for the current round
+/// only, so a poller waiting for a time asks again every round until it is
+/// reached (pollers run every round, so the poller itself then sees the
+/// time has come). A no-op in busy mode, which never sleeps, and off a
+/// reactor.
+pub fn wake_by(at: u64) {
+    with_local(|l| l.deadline.set(l.deadline.get().min(at)));
 }
 
 /// Spawns a `!Send` future on the calling reactor. Panics off a reactor.
@@ -160,6 +173,12 @@ pub async fn yield_now() {
 /// Most messages handled per round, so pollers keep running under a flood.
 const MESSAGES_PER_ROUND: usize = 128;
 
+/// Timer slack of adaptive reactors: how late a timed sleep may end.
+const TIMER_SLACK_NS: u64 = 1_000;
+
+/// In adaptive mode, how long busy rounds go without asking the fds.
+const BUSY_FD_POLL_INTERVAL_NS: u64 = 20_000;
+
 /// The reactor loop; returns when the group asks it to stop.
 pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim, fds: Fds) {
     let local = Rc::new(Local {
@@ -168,6 +187,7 @@ pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim, fds: Fds) {
         pollers: RefCell::new(Vec::new()),
         added: RefCell::new(Vec::new()),
         ready: RefCell::new(VecDeque::new()),
+        deadline: Cell::new(u64::MAX),
     });
     LOCAL.with(|l| *l.borrow_mut() = Some(local.clone()));
     let (idle_before_sleep, sleep_for) = match shared.mode {
@@ -180,11 +200,19 @@ pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim, fds: Fds) {
             sleep,
         ),
     };
+    if idle_before_sleep.is_some() {
+        // Sleeps end at the time asked for (`wake_by`), not up to 50 µs
+        // later (the default slack): a hold of 100 µs should not be 150.
+        let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(TIMER_SLACK_NS));
+    }
+    let fd_poll_interval = tsc::ns_to_ticks(BUSY_FD_POLL_INTERVAL_NS);
     let counters = &shared.counters;
     let mut last = tsc::now();
     let mut last_busy = last;
+    let mut last_fd_poll = last;
     while !shared.stop.load(Ordering::Acquire) {
         let mut busy = false;
+        local.deadline.set(u64::MAX);
 
         let mut handled = 0;
         while handled < MESSAGES_PER_ROUND {
@@ -211,21 +239,36 @@ pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim, fds: Fds) {
             Some(threshold) => !busy && now - last_busy >= threshold,
             None => false,
         };
-        if idle_long_enough {
+        let deadline = local.deadline.get();
+        if idle_long_enough && deadline > now {
             counters.round(false, now - last);
 
-            let woke_for_fd = sleep(&local, sleep_for);
+            let timeout = if deadline == u64::MAX {
+                sleep_for
+            } else {
+                sleep_for.min(Duration::from_nanos(tsc::ticks_to_ns(deadline - now)))
+            };
+            let woke_for_fd = sleep(&local, timeout);
             let woke = tsc::now();
             counters.slept(woke - now);
             last = woke;
+            last_fd_poll = woke;
             if woke_for_fd {
                 // The handlers ran inside the wait: that was work.
                 last_busy = woke;
             }
             continue;
         }
-        if local.fds.any() {
+        // A busy round asks the fds without waiting. In adaptive mode not
+        // when they were asked less than BUSY_FD_POLL_INTERVAL_NS ago: the
+        // rounds that follow a wake-up are busy finishing its work, and the
+        // idle round after them asks again in the wait itself, so asking in
+        // between would cost a system call per round for nothing.
+        if local.fds.any()
+            && (idle_before_sleep.is_none() || now - last_fd_poll >= fd_poll_interval)
+        {
             busy |= local.fds.poll(Duration::ZERO, &shared.wake);
+            last_fd_poll = now;
         }
         let now = tsc::now();
         counters.round(busy, now - last);

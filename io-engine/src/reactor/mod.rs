@@ -21,7 +21,9 @@ mod local;
 mod stats;
 
 pub use fds::{FdHandler, FdRegistration, Interest, Readiness, register_fd};
-pub use local::{Poll, PollerHandle, current_core, register_poller, spawn_local, yield_now};
+pub use local::{
+    Poll, PollerHandle, current_core, register_poller, spawn_local, wake_by, yield_now,
+};
 pub use stats::ReactorStats;
 
 use std::future::Future;

@@ -236,6 +236,44 @@ fn a_sleeping_reactor_wakes_promptly_when_a_registered_fd_is_ready() {
 }
 
 #[test]
+fn a_sleeping_reactor_is_awake_by_the_time_a_poller_asked_for() {
+    // Sleeps of up to 5 s: without wake_by the poller would next run then.
+    let mode = PollMode::Adaptive {
+        idle_before_sleep: Duration::ZERO,
+        sleep: Duration::from_secs(5),
+    };
+    let r = Reactors::start(&all_cores(), mode).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let started = Instant::now();
+    r.run_on(0, move || {
+        let at = crate::env::tsc::now() + crate::env::tsc::ns_to_ticks(20_000_000);
+        let mut rounds = 0u32;
+        let mut tx = Some(tx);
+        std::mem::forget(register_poller("timer", move || {
+            rounds += 1;
+            let now = crate::env::tsc::now();
+            if now < at {
+                wake_by(at);
+            } else if let Some(tx) = tx.take() {
+                let _ = tx.send((crate::env::tsc::ticks_to_ns(now - at), rounds));
+            }
+            Poll::Idle
+        }));
+    })
+    .wait()
+    .unwrap();
+    let (late_by, rounds) = rx
+        .recv_timeout(Duration::from_secs(4))
+        .expect("the poller never saw its time");
+    let took = started.elapsed();
+    // 20 ms asked for: awake for it, long before a 5 s sleep would end,
+    // and by sleeping (a handful of rounds), not by spinning.
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    assert!(late_by < 1_000_000_000, "late by {late_by} ns");
+    assert!(rounds < 1000, "{rounds} rounds: it spun");
+}
+
+#[test]
 fn poll_modes_parse_with_an_optional_idle_time() {
     assert_eq!("busy".parse::<PollMode>(), Ok(PollMode::Busy));
     assert_eq!("adaptive".parse::<PollMode>(), Ok(PollMode::ADAPTIVE));
