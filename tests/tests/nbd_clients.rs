@@ -51,6 +51,7 @@ fn fio_writes_and_verifies_with_fixed_and_mixed_block_sizes() {
                     "--size=64m",
                     "--offset_increment=64m",
                     "--verify=crc32c",
+                    "--verify_state_save=0",
                     "--do_verify=1",
                     "--verify_fatal=1",
                     "--output-format=json",

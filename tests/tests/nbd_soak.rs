@@ -87,6 +87,7 @@ fn four_verifying_clients_and_random_drops_for_a_minute() {
             "--size=32m",
             "--offset_increment=32m",
             "--verify=crc32c",
+            "--verify_state_save=0",
             "--verify_backlog=256",
             "--verify_fatal=1",
             "--time_based",

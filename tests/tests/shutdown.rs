@@ -42,6 +42,7 @@ fn start_fio(uri: &str, seconds: u32, report: &std::path::Path, log: &std::path:
             "--size=32m",
             "--offset_increment=32m",
             "--verify=crc32c",
+            "--verify_state_save=0",
             "--verify_backlog=64",
             "--verify_fatal=1",
             "--time_based",
