@@ -16,6 +16,7 @@ use std::os::unix::net::UnixStream;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use super::export::{Attached, Exports};
 use super::handshake::{Allocation, Handshake, HandshakeConfig, Outcome};
@@ -23,6 +24,7 @@ use super::proto::*;
 use super::stats::{ExportCounters, NbdCounters};
 use super::transmission::{Command, Request, RequestParser, validate};
 use crate::bdev::{IoChannel, IoCompletion, IoDone, IoError, IoRequest, IoType};
+use crate::env::tsc;
 use crate::pool::{BufPool, IoBuf, PoolConfig};
 use crate::reactor::{self, FdHandler, FdRegistration, Interest, Poll, PollerHandle, Readiness};
 
@@ -105,6 +107,7 @@ pub struct Connection {
     sock: Rc<Stream>,
     state: RefCell<State>,
     in_flight: Cell<u32>,
+    hold: Hold,
     reg: RefCell<Option<FdRegistration>>,
     poller: RefCell<Option<PollerHandle>>,
     exports: Arc<Exports>,
@@ -121,6 +124,7 @@ impl Connection {
         exports: Arc<Exports>,
         counters: Arc<NbdCounters>,
         refuse: Option<String>,
+        reply_hold: Duration,
     ) {
         if let Err(e) = sock.set_nonblocking() {
             tracing::warn!(%peer, "NBD connection dropped: {e}");
@@ -146,6 +150,7 @@ impl Connection {
                 want_write: false,
             }),
             in_flight: Cell::new(0),
+            hold: Hold::new(reply_hold),
             reg: RefCell::new(None),
             poller: RefCell::new(None),
             exports,
@@ -182,10 +187,31 @@ impl Connection {
             }
         }
         if self.has_output() {
-            busy = self.flush();
+            if self.flush_due() {
+                busy = self.flush();
+            } else {
+                // Held replies: be awake when they must go out.
+                reactor::wake_by(self.hold.until.get());
+            }
         }
         self.maybe_close();
         if busy { Poll::Busy } else { Poll::Idle }
+    }
+
+    /// Whether the output should be written now rather than held (see
+    /// [`Hold`]): always outside transmission, when draining or closing,
+    /// when a write is under way or the output is large; in transmission
+    /// when the client has nothing more to send or the hold time is up.
+    fn flush_due(&self) -> bool {
+        let st = self.state.borrow();
+        let Phase::Transmission(tx) = &st.phase else {
+            return true;
+        };
+        tx.draining
+            || st.eof
+            || st.written > 0
+            || st.output.len() >= HOLD_BYTES
+            || self.hold.due(tsc::now())
     }
 
     fn has_output(&self) -> bool {
@@ -218,6 +244,7 @@ impl Connection {
         if st.written == st.output.len() {
             st.output.clear();
             st.written = 0;
+            self.hold.written_all();
         }
         let want_write = st.written < st.output.len();
         if want_write != st.want_write {
@@ -425,8 +452,21 @@ impl Connection {
             return Ok(0);
         };
         let export = &tx.attached.info;
+        let valid = validate(&req, export, tx.structured, tx.block_status.is_some());
+        let buf = match (valid, req.kind) {
+            (Ok(()), Command::Read | Command::Write) => match tx.bufs.take(req.length as usize) {
+                Some(buf) => Some(buf),
+                // Every buffer is out: wait for a completion to return one
+                // (the request is parsed, and counted, again then).
+                None => return Ok(0),
+            },
+            _ => None,
+        };
         tx.counters.request(req.kind);
-        if let Err(errno) = validate(&req, export, tx.structured, tx.block_status.is_some()) {
+        if req.kind != Command::Disc {
+            self.hold.accepted();
+        }
+        if let Err(errno) = valid {
             tx.skip = req.payload_len();
             tx.counters.error(errno);
             self.reply_error(tx.structured, &req, errno, output);
@@ -434,10 +474,7 @@ impl Connection {
         }
         match req.kind {
             Command::Read | Command::Write => {
-                let Some(buf) = tx.bufs.take(req.length as usize) else {
-                    // Every buffer is out: wait for a completion to return one.
-                    return Ok(0);
-                };
+                let buf = buf.expect("a valid READ or WRITE took a buffer above");
                 if req.kind == Command::Read {
                     self.submit(
                         tx,
@@ -467,6 +504,7 @@ impl Connection {
             Command::Cache => {
                 // Device memory is as close as a cache gets: nothing to do.
                 put_simple_reply(output, req.cookie, 0);
+                self.hold.replied(tsc::now());
             }
             Command::BlockStatus => {
                 let end = (req.offset + req.length as u64).min(export.size);
@@ -479,6 +517,7 @@ impl Connection {
                     &[(len, export.data_kind.block_status_flags())],
                     true,
                 );
+                self.hold.replied(tsc::now());
             }
             Command::Disc => {
                 tx.draining = true;
@@ -504,6 +543,7 @@ impl Connection {
     }
 
     fn reply_error(&self, structured: bool, req: &Request, errno: u32, output: &mut Vec<u8>) {
+        self.hold.replied(tsc::now());
         if structured && req.kind == Command::Read {
             put_structured_error(output, req.cookie, errno, "", true);
         } else {
@@ -554,6 +594,92 @@ impl Buffers {
     }
 }
 
+/// Replies held back so that a client with many requests in flight gets
+/// them together.
+///
+/// A client with D requests in flight sends no more until it has a reply.
+/// So once the connection has taken D requests and answered all of them,
+/// nothing more is coming until the client hears back, and writing the
+/// answers then, together, costs one `write` and one wake-up of the client
+/// for all D instead of one each, on both sides. D is learned: the most
+/// requests the client has had outstanding. A client that sends fewer than
+/// that (its depth fell, it waits on one answer before sending the next)
+/// gets its answers at the latest `max` (`--nbd-reply-hold`) after the
+/// first was ready,
+/// and D falls to what it had outstanding then. A client with one request
+/// at a time (D = 1) gets each answer at once, as without holding.
+struct Hold {
+    /// Requests taken whose replies have not been written to the socket.
+    outstanding: Cell<u32>,
+    /// Of those, the replies waiting in the output.
+    queued: Cell<u32>,
+    /// The client's learned depth.
+    depth: Cell<u32>,
+    /// When the held replies must go out (a TSC time; meaningful while
+    /// `queued > 0`).
+    until: Cell<u64>,
+    /// The longest hold, in TSC ticks (zero: replies go out at once).
+    max: u64,
+}
+
+/// Output this large goes out at once.
+const HOLD_BYTES: usize = 1 << 20;
+
+impl Hold {
+    fn new(max: Duration) -> Hold {
+        Hold {
+            outstanding: Cell::new(0),
+            queued: Cell::new(0),
+            depth: Cell::new(1),
+            until: Cell::new(0),
+            max: tsc::ns_to_ticks(max.as_nanos().min(u64::MAX as u128) as u64),
+        }
+    }
+
+    /// A request was taken (every one but DISC gets a reply).
+    fn accepted(&self) {
+        let n = self.outstanding.get() + 1;
+        self.outstanding.set(n);
+        self.depth.set(self.depth.get().max(n));
+    }
+
+    /// A reply went into the output at `now`.
+    fn replied(&self, now: u64) {
+        if self.queued.get() == 0 {
+            self.until.set(now + self.max);
+        }
+        self.queued.set(self.queued.get() + 1);
+    }
+
+    /// The whole output reached the socket.
+    fn written_all(&self) {
+        self.outstanding
+            .set(self.outstanding.get().saturating_sub(self.queued.get()));
+        self.queued.set(0);
+    }
+
+    /// Whether every request the client is expected to have in flight has
+    /// its reply queued: nothing more is coming until they go out.
+    fn all_answered(&self) -> bool {
+        let queued = self.queued.get();
+        queued >= self.outstanding.get() && queued >= self.depth.get()
+    }
+
+    /// Whether the queued replies should go out at `now`.
+    fn due(&self, now: u64) -> bool {
+        let outstanding = self.outstanding.get();
+        if self.max == 0 || self.all_answered() {
+            return true;
+        }
+        if now >= self.until.get() {
+            // The client sent fewer than it used to: expect that many.
+            self.depth.set(outstanding.max(1));
+            return true;
+        }
+        false
+    }
+}
+
 /// Large buffers a connection may hold at once (each up to 32 MiB).
 const MAX_LARGE_BUFS: usize = 8;
 
@@ -569,6 +695,7 @@ fn errno_of(e: &IoError) -> u32 {
 impl IoCompletion for Connection {
     fn complete(self: Rc<Self>, mut io: IoDone) {
         self.in_flight.set(self.in_flight.get() - 1);
+        self.hold.replied(tsc::now());
         let cookie = io.tag();
         let buf = io.take_buf();
         let status = io.status();
@@ -629,6 +756,11 @@ impl IoCompletion for Connection {
         drop(buf);
         // A returned buffer may unblock a request waiting for one.
         self.process();
+        // The last reply the client waits for goes out now rather than at
+        // the next round's tick: one round less of latency at iodepth 1.
+        if self.hold.all_answered() && self.flush_due() {
+            self.flush();
+        }
     }
 }
 
@@ -642,7 +774,7 @@ impl FdHandler for Connection {
             this.read_input();
             this.process();
         }
-        if this.has_output() {
+        if this.has_output() && this.flush_due() {
             this.flush();
         }
         this.maybe_close();
@@ -654,5 +786,92 @@ impl Connection {
     /// registration's weak handler to call us).
     fn self_rc(&self) -> Option<Rc<Connection>> {
         self.me.upgrade()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: Duration = Duration::from_micros(100);
+
+    fn ticks(us: u64) -> u64 {
+        tsc::ns_to_ticks(us * 1000)
+    }
+
+    /// `n` requests taken, then each answered at `now`.
+    fn round(h: &Hold, n: u32, now: u64) {
+        for _ in 0..n {
+            h.accepted();
+        }
+        for _ in 0..n {
+            h.replied(now);
+        }
+    }
+
+    #[test]
+    fn one_request_at_a_time_is_answered_at_once() {
+        let h = Hold::new(MAX);
+        for i in 0..3 {
+            round(&h, 1, ticks(i * 10));
+            assert!(h.due(ticks(i * 10)));
+            h.written_all();
+        }
+    }
+
+    #[test]
+    fn replies_wait_for_all_the_requests_the_client_has_in_flight() {
+        let h = Hold::new(MAX);
+        round(&h, 4, 0); // first round: learns the depth, nothing held back
+        assert!(h.due(0));
+        h.written_all();
+        assert_eq!(h.outstanding.get(), 0);
+        for _ in 0..4 {
+            h.accepted();
+        }
+        for i in 0..3 {
+            h.replied(ticks(i));
+            assert!(!h.due(ticks(i)), "held after {} of 4", i + 1);
+        }
+        h.replied(ticks(3));
+        assert!(h.due(ticks(3)), "all 4 answered: out they go");
+    }
+
+    #[test]
+    fn a_request_still_in_flight_holds_the_others() {
+        let h = Hold::new(MAX);
+        round(&h, 2, 0);
+        h.written_all();
+        h.accepted();
+        h.accepted();
+        h.accepted(); // the client now has 3 out
+        h.replied(0);
+        h.replied(0);
+        assert!(!h.due(ticks(1)), "one of three still in the device");
+    }
+
+    #[test]
+    fn a_client_sending_fewer_gets_its_replies_by_the_deadline_and_is_expected_to_go_on_so() {
+        let h = Hold::new(MAX);
+        round(&h, 8, 0);
+        h.written_all();
+        round(&h, 2, ticks(1000));
+        assert!(!h.due(ticks(1050)));
+        assert!(h.due(ticks(1101)), "past the hold: out they go");
+        h.written_all();
+        // It now expects 2: the next 2 go out at once.
+        round(&h, 2, ticks(2000));
+        assert!(h.due(ticks(2000)));
+    }
+
+    #[test]
+    fn a_zero_hold_never_holds() {
+        let h = Hold::new(Duration::ZERO);
+        round(&h, 8, 0);
+        h.written_all();
+        h.accepted();
+        h.accepted();
+        h.replied(0);
+        assert!(h.due(0));
     }
 }

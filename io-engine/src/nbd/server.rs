@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use super::conn::{Connection, Stream};
 use super::export::Exports;
@@ -28,6 +29,9 @@ pub struct NbdServer {
     pub counters: Arc<NbdCounters>,
     /// Connections in total beyond which clients are refused (0: no limit).
     pub max_connections: usize,
+    /// Longest a connection holds a ready reply back to send it with the
+    /// others its client is waiting for (zero: never holds; see `conn`).
+    pub reply_hold: Duration,
     next: AtomicUsize,
 }
 
@@ -45,11 +49,13 @@ impl NbdServer {
         exports: Arc<Exports>,
         counters: Arc<NbdCounters>,
         max_connections: usize,
+        reply_hold: Duration,
     ) -> Arc<Self> {
         Arc::new(NbdServer {
             exports,
             counters,
             max_connections,
+            reply_hold,
             next: AtomicUsize::new(0),
         })
     }
@@ -100,9 +106,10 @@ impl NbdServer {
             };
             let core = self.next.fetch_add(1, Ordering::Relaxed) % dispatch.cores().max(1);
             let (exports, counters) = (self.exports.clone(), self.counters.clone());
+            let hold = self.reply_hold;
             dispatch.run_on(
                 core,
-                Box::new(move || Connection::start(stream, peer, exports, counters, refuse)),
+                Box::new(move || Connection::start(stream, peer, exports, counters, refuse, hold)),
             );
         }
     }

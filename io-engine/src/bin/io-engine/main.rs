@@ -121,6 +121,18 @@ struct Args {
     #[arg(long, env = "IO_ENGINE_NBD_MAX_CONNECTIONS", default_value_t = 64)]
     nbd_max_connections: usize,
 
+    /// Longest an NBD connection holds a ready reply back (microseconds),
+    /// so that a client with many requests in flight gets its replies
+    /// together: one write and one client wake-up for many. A client with
+    /// one request at a time is never held. 0: every reply goes out at once.
+    #[arg(
+        long,
+        env = "IO_ENGINE_NBD_REPLY_HOLD",
+        default_value_t = 100,
+        value_name = "MICROS"
+    )]
+    nbd_reply_hold: u64,
+
     /// Log format; RUST_LOG filters what is logged (default: info).
     #[arg(long, env = "IO_ENGINE_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -282,6 +294,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         engine.exports().clone(),
         engine.nbd_counters().clone(),
         args.nbd_max_connections,
+        std::time::Duration::from_micros(args.nbd_reply_hold),
     );
     let mut listeners = vec![Listener::Tcp(nbd)];
     listeners.extend(nbd_unix.map(Listener::Unix));
