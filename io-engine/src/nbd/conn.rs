@@ -3,10 +3,11 @@
 //! Thread: the connection's reactor, from accept to close. Its socket is
 //! non-blocking and registered with the reactor's epoll set; its device IO is
 //! submitted on an [`IoChannel`] of that reactor and completes there. Many
-//! requests are in flight at once; replies go out as they complete (out of
-//! order), gathered into one output buffer that a per-connection poller
-//! writes once per reactor round, so replies completed together leave in one
-//! write.
+//! requests are in flight at once; replies are answered as they complete
+//! (out of order) into one output buffer, which goes out once the client's
+//! requests in flight are all answered (or a short hold ends: see [`Hold`]),
+//! from the last completion or from a per-connection poller that runs once
+//! per reactor round, so replies completed together leave in one write.
 
 use std::cell::{Cell, RefCell};
 use std::io::{self, Write};
