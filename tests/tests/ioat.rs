@@ -165,7 +165,25 @@ async fn the_daemon_moves_malloc_data_on_the_ioat_model() {
         ),
         ios as f64
     );
-    assert!(sample(&body, r#"io_engine_accel_batches_total{module="ioat"}"#) > 0.0);
+    let batches = sample(&body, r#"io_engine_accel_batches_total{module="ioat"}"#);
+    assert!(batches > 0.0);
+    // The driver's own counters: doorbell writes (one per batch handed
+    // over, or per backlog drain), at least one descriptor per copy, no
+    // faults on a healthy device.
+    let event = |e: &str| {
+        sample(
+            &body,
+            &format!(r#"io_engine_accel_engine_events_total{{module="ioat",event="{e}"}}"#),
+        )
+    };
+    let doorbells = event("doorbell_writes");
+    assert!(
+        doorbells > 0.0 && doorbells <= event("descriptors"),
+        "{body}"
+    );
+    assert!(event("descriptors") >= ios as f64, "{body}");
+    assert_eq!(event("halts"), 0.0);
+    assert_eq!(event("bad_completions"), 0.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

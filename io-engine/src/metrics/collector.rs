@@ -145,6 +145,8 @@ defs! {
         "Accel compares that found a difference, per opcode and module.";
     ACCEL_BATCHES: Counter "io_engine_accel_batches_total" ["module"]
         "Submissions to the module: one per batch or single task.";
+    ACCEL_ENGINE_EVENTS: Counter "io_engine_accel_engine_events_total" ["module", "event"]
+        "The engine's own counters, per module (I/OAT: descriptors, doorbell_writes, halts, timeouts, resubmitted, bad_completions, ring_full).";
     BUILD_INFO: Gauge "io_engine_build_info" ["version", "revision"]
         "Always 1: the labels give the version and git revision of this build.";
     UPTIME: Gauge "io_engine_uptime_seconds" []
@@ -177,6 +179,8 @@ pub(super) struct Snapshot {
     pub(super) nbd: Vec<crate::nbd::stats::ExportStats>,
     /// Accel counters per (opcode, module) and per module.
     pub(super) accel: (Vec<crate::accel::OpStats>, Vec<crate::accel::ModuleStats>),
+    /// Each module's engine counters: (module, event, count).
+    pub(super) accel_engine: Vec<(&'static str, &'static str, u64)>,
     /// Which reactor holds each core slot seen in `pools`: per-core pool
     /// counters are kept by slot and reported by reactor index.
     pub(super) slot_cores: Vec<(u32, usize)>,
@@ -225,6 +229,21 @@ impl Snapshot {
             })
             .unwrap_or_default(),
             accel: guarded("accel counters", || engine.accel().stats()).unwrap_or_default(),
+            accel_engine: guarded("accel engine counters", || {
+                let accel = engine.accel();
+                accel
+                    .modules()
+                    .into_iter()
+                    .flat_map(|m| {
+                        let m = m.name;
+                        accel
+                            .module_counters(m)
+                            .into_iter()
+                            .map(move |(event, n)| (m, event, n))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
         }
     }
 
@@ -239,6 +258,7 @@ impl Snapshot {
             slot_cores: Vec::new(),
             nbd: Vec::new(),
             accel: Default::default(),
+            accel_engine: Vec::new(),
         }
     }
 
@@ -503,6 +523,9 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
     }
     for m in modules {
         f.counter(&ACCEL_BATCHES, &[m.module], m.batches);
+    }
+    for &(module, event, n) in &s.accel_engine {
+        f.counter(&ACCEL_ENGINE_EVENTS, &[module, event], n);
     }
 
     f.gauge(&BUILD_INFO, &[s.build.version, s.build.revision], 1.0);
