@@ -6,15 +6,27 @@
 //! Thread: [`Accel`] (the module registry, the opcode assignment, the stats)
 //! is shared by every thread. An [`AccelChannel`] belongs to one thread,
 //! normally a reactor: it is `!Send`, owns that core's task pool and one
-//! channel of each module it routes to, and runs every completion callback
-//! on that core, from [`AccelChannel::poll`].
+//! channel of each module it routes to. Each submitter on that thread owns
+//! a [`Queue`] on it and reaps its completions there ([`Queue::reap`]).
 //!
 //! The model follows SPDK's accel framework (`lib/accel/accel.c`):
 //!
-//! - A request is a [`Task`] taken from the channel's fixed pool (no
-//!   allocation per operation); it carries raw buffer addresses, because
-//!   the buffers are device-visible memory that an engine reads and writes
-//!   behind the program's back, and a user tag and callback ([`Done`]).
+//! - A request is a [`Task`] (one cache line, no allocation per
+//!   operation); it carries raw buffer addresses, because the buffers are
+//!   device-visible memory that an engine reads and writes behind the
+//!   program's back, and the submitter's `u64` tag. A module that finishes
+//!   later (I/OAT) holds tasks of the channel's fixed pool; for one that
+//!   finishes inside the submission (software), a single task is built in
+//!   the channel's scratch task and a batch's in the batch's own reused
+//!   staging area. Either way the pool's size bounds the tasks taken and
+//!   not yet reaped.
+//! - A task completes as a `(tag, completion)` record in its submitter's
+//!   [`Queue`], which the submitter drains in bulk when it chooses (as
+//!   io_uring CQEs carry `user_data`), never inside a submission; there is
+//!   no callback per task. SPDK calls a function per task instead; records
+//!   drained in bulk cost less per task, and a submitter that keeps its
+//!   own objects in a slab (malloc: its IOs) needs no second lookup: the
+//!   tag is the slot.
 //! - Requests are checked at submission: zero length, overlapping copy
 //!   buffers, dualcast destinations that are not 4 KiB aligned and lengths
 //!   above the module's limit are refused there with an [`AccelError`],
@@ -45,11 +57,11 @@ mod task;
 #[cfg(test)]
 mod tests;
 
-pub use channel::{AccelChannel, Batch};
+pub use channel::{AccelChannel, Batch, Queue, Reaped};
 pub use module::{Module, ModuleChannel};
 pub use registry::{Accel, Assignment, ModuleInfo};
 pub use stats::{ModuleStats, OpStats};
-pub use task::{Done, IoVec, Sources, Task, TaskId};
+pub use task::{IoVec, Sources, Task, TaskId};
 
 use std::fmt;
 use std::str::FromStr;
@@ -156,7 +168,7 @@ impl Status {
     }
 }
 
-/// What a finished task reports to its [`Done`] callback.
+/// How a finished task ended, as its [`Queue`] record says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Completion {
     /// The outcome.
@@ -189,7 +201,8 @@ pub enum AccelError {
         /// What is wrong with it.
         reason: String,
     },
-    /// Every task of the channel is in flight; retry after a poll.
+    /// Every task of the channel is in flight or unreaped; retry after a
+    /// reap.
     #[error("all {capacity} accel tasks of this channel are in flight")]
     NoTask {
         /// Tasks per channel.

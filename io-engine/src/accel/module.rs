@@ -43,9 +43,18 @@ pub trait Module: Send + Sync {
 pub trait ModuleChannel {
     /// Takes the tasks `ids` of `tasks` (at most `max_batch`), in one
     /// hand-off to the engine. A module that finishes tasks at once (the
-    /// software module) reports them in `done`; the framework calls their
-    /// callbacks at its next poll, never from inside a submission.
+    /// software module) reports them in `done`; the framework files them
+    /// in their submitters' queues, which hand them over only when reaped,
+    /// never from inside a submission.
     fn submit(&mut self, tasks: &[Task], ids: &[TaskId], done: &mut Vec<(TaskId, Completion)>);
+
+    /// Whether the module finishes every task inside [`ModuleChannel::submit`]
+    /// and reports it there, reading no task after the call returns (the
+    /// software module). The framework then builds a single task in a
+    /// scratch slot instead of taking one from the pool.
+    fn completes_at_submit(&self) -> bool {
+        false
+    }
 
     /// Reports tasks that finished since the last poll; returns how many.
     fn poll(&mut self, done: &mut Vec<(TaskId, Completion)>) -> usize;

@@ -39,7 +39,8 @@ impl ChannelStats {
         }
     }
 
-    /// Counts a finished task.
+    /// Counts a finished task (the failures and miscompares; successes in
+    /// bulk through [`ChannelStats::succeeded`]).
     #[inline]
     pub(super) fn finished(&self, module: usize, op: Opcode, status: super::Status, bytes: usize) {
         let c = &self.ops[module * Opcode::COUNT + op.index()];
@@ -54,6 +55,14 @@ impl ChannelStats {
             }
             super::Status::InvalidArgument | super::Status::EngineError => bump(&c.failed, 1),
         }
+    }
+
+    /// Counts `count` successful tasks of `bytes` in all.
+    #[inline]
+    pub(super) fn succeeded(&self, module: usize, op: Opcode, count: u64, bytes: u64) {
+        let c = &self.ops[module * Opcode::COUNT + op.index()];
+        bump(&c.executed, count);
+        bump(&c.bytes, bytes);
     }
 
     /// Counts one hand-off to a module.

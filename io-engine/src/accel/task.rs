@@ -1,12 +1,10 @@
-//! Accel tasks: what one operation asks of a module, and the callback that
-//! hears how it ended.
+//! Accel tasks: what one operation asks of a module, and what the
+//! framework keeps to file its completion.
 //!
 //! Thread: tasks live in their channel's pool and never leave its thread;
 //! modules read them during `submit` on that thread.
 
-use std::rc::Rc;
-
-use super::{Completion, Opcode};
+use super::Opcode;
 
 /// Index of a task in its channel's pool.
 pub type TaskId = u32;
@@ -26,13 +24,6 @@ impl IoVec {
     pub const fn new(base: *const u8, len: usize) -> IoVec {
         IoVec { base, len }
     }
-}
-
-/// Hears about finished tasks, on the submitting thread. One implementor
-/// usually serves many tasks and tells them apart by their tag.
-pub trait Done {
-    /// Task `tag` finished with `c`.
-    fn done(&self, tag: u64, c: Completion);
 }
 
 /// One operation, as a module sees it: one cache line.
@@ -68,12 +59,11 @@ pub struct Task {
 
 const _: () = assert!(std::mem::size_of::<Task>() == 64);
 
-/// What the framework keeps of a task to complete it: read at poll time
-/// without touching the task the module read.
+/// What the framework keeps of a task to file its completion: the
+/// submitter's tag and queue, the module it went to, its opcode.
 pub(super) struct Meta {
-    pub(super) done: Option<Rc<dyn Done>>,
     pub(super) tag: u64,
-    pub(super) len: usize,
+    pub(super) queue: u16,
     pub(super) route: u8,
     pub(super) op: Opcode,
 }
@@ -81,9 +71,8 @@ pub(super) struct Meta {
 impl Meta {
     pub(super) fn empty() -> Meta {
         Meta {
-            done: None,
             tag: 0,
-            len: 0,
+            queue: 0,
             route: 0,
             op: Opcode::Copy,
         }

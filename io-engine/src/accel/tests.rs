@@ -2,7 +2,6 @@
 //! suite, the CRC convention, batches, the task pool, assignment and
 //! stats.
 
-use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -55,68 +54,148 @@ fn crc32c_through_the_framework_chains_across_tasks() {
     let accel = Accel::software();
     let ch = accel.channel();
     let data = b"123456789".to_vec();
-    let (r, d) = Recorder::new();
+    let r = Recorder::new(&ch);
     // SAFETY: `data` outlives the wait.
-    unsafe { ch.crc32c(&[IoVec::new(data.as_ptr(), 9)], 0, 0, &d) }.unwrap();
-    r.wait(&ch, 1, "crc");
+    unsafe { r.q.crc32c(&[IoVec::new(data.as_ptr(), 9)], 0, 0) }.unwrap();
+    r.wait(1, "crc");
     assert_eq!(r.only("crc").crc, 0xE306_9283);
-    let (r, d) = Recorder::new();
+    let r = Recorder::new(&ch);
     let first = crc32c_update(0, &data[..4]);
     // SAFETY: as above.
-    unsafe { ch.crc32c(&[IoVec::new(data[4..].as_ptr(), 5)], first, 0, &d) }.unwrap();
-    r.wait(&ch, 1, "chained crc");
+    unsafe { r.q.crc32c(&[IoVec::new(data[4..].as_ptr(), 5)], first, 0) }.unwrap();
+    r.wait(1, "chained crc");
     assert_eq!(r.only("chained crc").crc, 0xE306_9283);
 }
 
-struct CallsBack(Rc<Cell<bool>>, Rc<Cell<u32>>);
-impl Done for CallsBack {
-    fn done(&self, _tag: u64, _c: Completion) {
-        assert!(!self.0.get(), "callback ran inside a submission");
-        self.1.set(self.1.get() + 1);
-    }
+#[test]
+fn completions_wait_in_their_queue_until_reaped() {
+    let accel = Accel::software();
+    let ch = accel.channel();
+    let q = ch.queue();
+    let other = ch.queue();
+    let src = vec![1u8; 4096];
+    let mut dst = vec![0u8; 4096];
+    // SAFETY: the buffers outlive the reap below.
+    unsafe { q.copy(dst.as_mut_ptr(), src.as_ptr(), 4096, 7) }.unwrap();
+    let mut b = q.batch();
+    // SAFETY: as above.
+    unsafe { b.fill(dst.as_mut_ptr(), 3, 4096, 8) }.unwrap();
+    b.submit();
+    // The software module has run both, but nothing was handed back inside
+    // the submissions: the records wait for the submitter.
+    assert_eq!(
+        (ch.in_flight(), q.in_flight(), other.in_flight()),
+        (2, 2, 0)
+    );
+    let mut out = Vec::new();
+    assert_eq!(
+        other.reap(&mut out),
+        0,
+        "another submitter's queue got them"
+    );
+    assert_eq!(q.reap(&mut out), 2);
+    assert_eq!(
+        out,
+        vec![(7, Completion::SUCCESS), (8, Completion::SUCCESS)],
+        "records in completion order, with their tags"
+    );
+    assert_eq!((ch.in_flight(), q.in_flight()), (0, 0));
+    assert_eq!(q.reap(&mut out), 0);
+    assert_eq!(out.len(), 2, "a reap with nothing to hand back keeps out");
+    assert!(dst.iter().all(|&b| b == 3));
 }
 
 #[test]
-fn callbacks_run_at_poll_never_inside_submit() {
+fn a_reap_appends_to_a_list_that_is_not_empty() {
     let accel = Accel::software();
     let ch = accel.channel();
-    let inside = Rc::new(Cell::new(false));
-    let count = Rc::new(Cell::new(0));
-    let d: Rc<dyn Done> = Rc::new(CallsBack(inside.clone(), count.clone()));
-    let src = vec![1u8; 4096];
-    let mut dst = vec![0u8; 4096];
-    inside.set(true);
-    // SAFETY: the buffers outlive the poll below.
-    unsafe { ch.copy(dst.as_mut_ptr(), src.as_ptr(), 4096, 0, &d) }.unwrap();
-    let mut b = ch.batch();
+    let q = ch.queue();
+    let src = [2u8; 64];
+    let mut dst = [0u8; 128];
+    let mut out = vec![(99, Completion::with(Status::EngineError))];
+    // SAFETY: the buffers outlive the reaps.
+    unsafe { q.copy(dst.as_mut_ptr(), src.as_ptr(), 64, 1) }.unwrap();
+    assert_eq!(q.reap(&mut out), 1);
     // SAFETY: as above.
-    unsafe { b.fill(dst.as_mut_ptr(), 3, 4096, 1, &d) }.unwrap();
+    unsafe { q.copy(dst.as_mut_ptr().add(64), src.as_ptr(), 64, 2) }.unwrap();
+    assert_eq!(q.reap(&mut out), 1);
+    let tags: Vec<u64> = out.iter().map(|r| r.0).collect();
+    assert_eq!(tags, [99, 1, 2]);
+}
+
+#[test]
+fn a_dropped_queue_gives_back_its_unreaped_tasks() {
+    let accel = Accel::with_tasks(Vec::new(), &[], 2).unwrap();
+    let ch = accel.channel();
+    let src = [3u8; 32];
+    let mut dst = [0u8; 64];
+    {
+        let q = ch.queue();
+        // SAFETY: the buffers outlive the channel's use of them.
+        unsafe { q.copy(dst.as_mut_ptr(), src.as_ptr(), 32, 0) }.unwrap();
+        // SAFETY: as above.
+        unsafe { q.copy(dst.as_mut_ptr().add(32), src.as_ptr(), 32, 1) }.unwrap();
+        assert_eq!(ch.in_flight(), 2);
+    }
+    assert_eq!(ch.in_flight(), 0, "the dropped queue's records held tasks");
+    let r = Recorder::new(&ch);
+    // SAFETY: as above.
+    unsafe { r.q.copy(dst.as_mut_ptr(), src.as_ptr(), 32, 5) }.unwrap();
+    r.wait(1, "after a dropped queue");
+    assert_eq!(r.only("after a dropped queue"), Completion::SUCCESS);
+    assert_eq!(r.seen.borrow()[0].0, 5, "no record of the dropped queue");
+}
+
+#[test]
+fn a_batch_counts_its_tasks_and_bytes_once_per_kind() {
+    let accel = Accel::software();
+    let ch = accel.channel();
+    let r = Recorder::new(&ch);
+    let src = [4u8; 256];
+    let mut dst = vec![0u8; 256 * 8];
+    let mut b = r.q.batch();
+    for i in 0..8 {
+        // SAFETY: the buffers outlive the wait.
+        unsafe {
+            if i % 4 == 3 {
+                b.fill(dst.as_mut_ptr().add(i * 256), 1, 100, i as u64)
+            } else {
+                b.copy(dst.as_mut_ptr().add(i * 256), src.as_ptr(), 256, i as u64)
+            }
+        }
+        .unwrap();
+    }
     b.submit();
-    inside.set(false);
-    assert_eq!(count.get(), 0);
-    assert_eq!(ch.in_flight(), 2);
-    assert_eq!(ch.poll(), 2);
-    assert_eq!(count.get(), 2);
-    assert_eq!(ch.in_flight(), 0);
-    assert!(dst.iter().all(|&b| b == 3));
+    r.wait(8, "mixed batch");
+    let (ops, mods) = accel.stats();
+    let get = |op| {
+        let s = ops
+            .iter()
+            .find(|s| s.opcode == op && s.module == "software")
+            .unwrap();
+        (s.executed, s.bytes, s.failed)
+    };
+    assert_eq!(get(Opcode::Copy), (6, 6 * 256, 0));
+    assert_eq!(get(Opcode::Fill), (2, 200, 0));
+    assert_eq!(mods[0].batches, 1);
 }
 
 #[test]
 fn a_batch_is_one_hand_off_and_its_limit_is_enforced() {
     let accel = Accel::software();
     let ch = accel.channel();
-    let (r, d) = Recorder::new();
+    let r = Recorder::new(&ch);
     let src = [7u8; 64];
     let mut dst = vec![0u8; 64 * software::MAX_BATCH];
     let before = accel.stats().1[0].batches;
-    let mut b = ch.batch();
+    let mut b = r.q.batch();
     for i in 0..software::MAX_BATCH {
         // SAFETY: the buffers outlive the wait.
-        unsafe { b.copy(dst.as_mut_ptr().add(i * 64), src.as_ptr(), 64, i as u64, &d) }.unwrap();
+        unsafe { b.copy(dst.as_mut_ptr().add(i * 64), src.as_ptr(), 64, i as u64) }.unwrap();
     }
     assert_eq!(ch.max_batch(Opcode::Copy), software::MAX_BATCH);
     // SAFETY: refused before use.
-    let e = unsafe { b.copy(dst.as_mut_ptr(), src.as_ptr(), 64, 0, &d) }.unwrap_err();
+    let e = unsafe { b.copy(dst.as_mut_ptr(), src.as_ptr(), 64, 0) }.unwrap_err();
     assert_eq!(
         e,
         AccelError::BatchFull {
@@ -125,27 +204,28 @@ fn a_batch_is_one_hand_off_and_its_limit_is_enforced() {
         }
     );
     b.submit();
-    r.wait(&ch, software::MAX_BATCH, "full batch");
+    r.wait(software::MAX_BATCH, "full batch");
     assert_eq!(accel.stats().1[0].batches, before + 1);
     assert!(dst.iter().all(|&x| x == 7));
 }
 
 #[test]
-fn a_dropped_batch_returns_its_tasks_without_callbacks() {
+fn a_dropped_batch_returns_its_tasks_without_records() {
     let accel = Accel::software();
     let ch = accel.channel();
-    let (r, d) = Recorder::new();
+    let r = Recorder::new(&ch);
     let src = [1u8; 16];
     let mut dst = [0u8; 16];
     {
-        let mut b = ch.batch();
+        let mut b = r.q.batch();
         // SAFETY: never submitted.
-        unsafe { b.copy(dst.as_mut_ptr(), src.as_ptr(), 16, 0, &d) }.unwrap();
+        unsafe { b.copy(dst.as_mut_ptr(), src.as_ptr(), 16, 0) }.unwrap();
         assert_eq!(ch.in_flight(), 1);
     }
     assert_eq!(ch.in_flight(), 0);
-    assert_eq!(ch.poll(), 0);
-    assert!(r.seen.borrow().is_empty());
+    assert_eq!(r.q.in_flight(), 0);
+    let mut out = Vec::new();
+    assert_eq!(r.q.reap(&mut out), 0, "an unsubmitted task made a record");
     assert_eq!(dst, [0u8; 16]);
 }
 
@@ -153,21 +233,24 @@ fn a_dropped_batch_returns_its_tasks_without_callbacks() {
 fn an_exhausted_task_pool_refuses_and_recovers() {
     let accel = Accel::with_tasks(Vec::new(), &[], 4).unwrap();
     let ch = accel.channel();
-    let (r, d) = Recorder::new();
+    let r = Recorder::new(&ch);
     let src = [9u8; 8];
     let mut dst = [0u8; 40];
     for i in 0..4 {
         // SAFETY: the buffers outlive the wait.
-        unsafe { ch.copy(dst.as_mut_ptr().add(i * 8), src.as_ptr(), 8, i as u64, &d) }.unwrap();
+        unsafe {
+            r.q.copy(dst.as_mut_ptr().add(i * 8), src.as_ptr(), 8, i as u64)
+        }
+        .unwrap();
     }
     // SAFETY: refused before use.
-    let e = unsafe { ch.copy(dst.as_mut_ptr().add(32), src.as_ptr(), 8, 9, &d) }.unwrap_err();
+    let e = unsafe { r.q.copy(dst.as_mut_ptr().add(32), src.as_ptr(), 8, 9) }.unwrap_err();
     assert_eq!(e, AccelError::NoTask { capacity: 4 });
     assert!(e.to_string().contains("all 4 accel tasks"));
-    r.wait(&ch, 4, "pool");
+    r.wait(4, "pool");
     // SAFETY: as above.
-    unsafe { ch.copy(dst.as_mut_ptr().add(32), src.as_ptr(), 8, 9, &d) }.unwrap();
-    r.wait(&ch, 5, "pool after poll");
+    unsafe { r.q.copy(dst.as_mut_ptr().add(32), src.as_ptr(), 8, 9) }.unwrap();
+    r.wait(5, "pool after poll");
     assert!(dst.iter().all(|&x| x == 9));
 }
 
@@ -241,12 +324,12 @@ fn a_module_without_a_channel_falls_back_to_software_and_says_so() {
     let notes = accel.notes();
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(notes[0].contains("copy (assigned to absent)"), "{notes:?}");
-    let (r, d) = Recorder::new();
+    let r = Recorder::new(&ch);
     let src = [5u8; 100];
     let mut dst = [0u8; 100];
     // SAFETY: the buffers outlive the wait.
-    unsafe { ch.copy(dst.as_mut_ptr(), src.as_ptr(), 100, 0, &d) }.unwrap();
-    r.wait(&ch, 1, "fallback copy");
+    unsafe { r.q.copy(dst.as_mut_ptr(), src.as_ptr(), 100, 0) }.unwrap();
+    r.wait(1, "fallback copy");
     assert_eq!(dst, src);
 }
 
@@ -254,18 +337,18 @@ fn a_module_without_a_channel_falls_back_to_software_and_says_so() {
 fn stats_count_bytes_failures_and_miscompares() {
     let accel = Accel::software();
     let ch = accel.channel();
-    let (r, d) = Recorder::new();
+    let r = Recorder::new(&ch);
     let a = [1u8; 512];
     let mut b = [1u8; 512];
     // SAFETY: the buffers outlive the wait.
     unsafe {
-        ch.compare(a.as_ptr(), b.as_ptr(), 512, 0, &d).unwrap();
+        r.q.compare(a.as_ptr(), b.as_ptr(), 512, 0).unwrap();
     }
-    r.wait(&ch, 1, "compare");
+    r.wait(1, "compare");
     b[100] = 2;
     // SAFETY: as above.
-    unsafe { ch.compare(a.as_ptr(), b.as_ptr(), 512, 1, &d).unwrap() };
-    r.wait(&ch, 2, "compare");
+    unsafe { r.q.compare(a.as_ptr(), b.as_ptr(), 512, 1).unwrap() };
+    r.wait(2, "compare");
     let (ops, _) = accel.stats();
     let s = ops
         .iter()
@@ -315,8 +398,8 @@ proptest! {
         let accel = Accel::software();
         let ch = accel.channel();
         let arena = Arena::new(8 << 20);
-        let (r, d) = Recorder::new();
-        let mut batch = ch.batch();
+        let r = Recorder::new(&ch);
+        let mut batch = r.q.batch();
         let mut want = Vec::new();
         let mut verify: Vec<Box<dyn Fn() -> bool>> = Vec::new();
         let mut iov_store: Vec<Vec<IoVec>> = Vec::new();
@@ -328,14 +411,14 @@ proptest! {
                     let dst = arena.take(len, d_o);
                     for j in 0..len { unsafe_write(s, j, (j * 7 + i) as u8); }
                     // SAFETY: arena pieces outlive the wait.
-                    unsafe { batch.copy(dst, s, len, tag, &d) }.unwrap();
+                    unsafe { batch.copy(dst, s, len, tag) }.unwrap();
                     want.push((tag, Completion::SUCCESS));
                     verify.push(Box::new(move || slice(dst, len) == slice(s, len)));
                 }
                 Op::Fill { len, o, byte } => {
                     let dst = arena.take(len, o);
                     // SAFETY: as above.
-                    unsafe { batch.fill(dst, byte, len, tag, &d) }.unwrap();
+                    unsafe { batch.fill(dst, byte, len, tag) }.unwrap();
                     want.push((tag, Completion::SUCCESS));
                     verify.push(Box::new(move || slice(dst, len).iter().all(|&b| b == byte)));
                 }
@@ -345,7 +428,7 @@ proptest! {
                     for j in 0..len { unsafe_write(a, j, j as u8); unsafe_write(b, j, j as u8); }
                     if let Some(f) = flip { unsafe_write(b, f % len, (f % len) as u8 ^ 0x80); }
                     // SAFETY: as above.
-                    unsafe { batch.compare(a, b, len, tag, &d) }.unwrap();
+                    unsafe { batch.compare(a, b, len, tag) }.unwrap();
                     let st = if flip.is_some() { Status::Miscompare } else { Status::Success };
                     want.push((tag, Completion::with(st)));
                 }
@@ -359,7 +442,7 @@ proptest! {
                     }).collect();
                     // SAFETY: arena pieces and the vector (kept in
                     // iov_store) outlive the wait.
-                    unsafe { batch.crc32c(&iovs, seed, tag, &d) }.unwrap();
+                    unsafe { batch.crc32c(&iovs, seed, tag) }.unwrap();
                     iov_store.push(iovs);
                     want.push((tag, Completion { status: Status::Success, crc: reference_crc32c(seed, &flat) }));
                 }
@@ -367,7 +450,7 @@ proptest! {
         }
         let n = batch.len();
         batch.submit();
-        r.wait(&ch, n, "random batch");
+        r.wait(n, "random batch");
         let mut seen = r.seen.borrow().clone();
         seen.sort_by_key(|(t, _)| *t);
         prop_assert_eq!(seen, want);

@@ -7,16 +7,15 @@
 //! Thread: the device (its memory) is shared by every core; each channel
 //! lives on one reactor and uses that reactor's accel channel. Submission
 //! only queues an IO; the channel's poll hands every queued IO to accel as
-//! one batch, polls accel, and completes what finished, on that same core.
+//! one batch, reaps the channel's accel queue, and completes what
+//! finished, on that same core.
 
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use super::io::{BdevIo, IoError, IoType};
 use super::uri::BdevSpec;
 use super::{Bdev, DeviceChannel, Identity};
-use crate::accel::{Accel, AccelChannel, AccelError, Completion, Done, Status};
+use crate::accel::{Accel, AccelError, Batch, Queue, Reaped, Status};
 use crate::env::dma::{DmaError, DmaRegion, check_memory};
 
 /// A malloc device.
@@ -57,18 +56,14 @@ impl Bdev for Malloc {
         true
     }
     fn create_channel(&self) -> Box<dyn DeviceChannel> {
-        let finished = Rc::new(Finished {
-            list: RefCell::new(Vec::with_capacity(PREALLOC)),
-        });
         Box::new(MallocChannel {
             mem: self.mem.clone(),
-            accel: self.accel.channel(),
-            done: finished.clone(),
-            finished,
+            q: self.accel.channel().queue(),
             pending: Vec::with_capacity(PREALLOC),
             spare: Vec::with_capacity(PREALLOC),
-            in_accel: Vec::with_capacity(PREALLOC),
-            free_tags: Vec::with_capacity(PREALLOC),
+            ios: Vec::with_capacity(PREALLOC),
+            free: Vec::with_capacity(PREALLOC),
+            reaped: Vec::with_capacity(PREALLOC),
         })
     }
 }
@@ -78,77 +73,54 @@ impl Bdev for Malloc {
 /// (tests/no_alloc.rs).
 const PREALLOC: usize = 1024;
 
-/// Collects accel completions for the channel's next poll.
-struct Finished {
-    list: RefCell<Vec<(u64, Completion)>>,
-}
-
-impl Done for Finished {
-    fn done(&self, tag: u64, c: Completion) {
-        self.list.borrow_mut().push((tag, c));
-    }
-}
-
 struct MallocChannel {
     mem: Arc<DmaRegion>,
-    accel: Rc<AccelChannel>,
-    finished: Rc<Finished>,
-    done: Rc<dyn Done>,
-    /// IOs submitted, not yet handed to accel.
-    pending: Vec<BdevIo>,
+    /// This channel's completion queue on the core's accel channel.
+    q: Queue,
+    /// Slots of IOs submitted and not yet handed to accel, in order.
+    pending: Vec<u32>,
     /// `pending`'s other buffer, swapped in while a poll hands IOs over.
-    spare: Vec<BdevIo>,
-    /// IOs in accel, by tag.
-    in_accel: Vec<Option<BdevIo>>,
-    free_tags: Vec<u64>,
+    spare: Vec<u32>,
+    /// Every IO the channel holds, by slot, from submission to
+    /// completion; an IO's slot is its accel task's tag, so a reaped
+    /// record leads straight to its IO.
+    ios: Vec<Option<BdevIo>>,
+    free: Vec<u32>,
+    reaped: Vec<Reaped>,
 }
 
-impl MallocChannel {
-    /// Adds an IO's data movement to `batch`, under `tag`. The bdev channel
-    /// validated the range: offset + len <= device size <= region length,
-    /// and data IOs carry a buffer of at least len bytes.
-    #[inline]
-    fn add(
-        &self,
-        batch: &mut crate::accel::Batch<'_>,
-        io: &mut BdevIo,
-        tag: u64,
-    ) -> Result<(), AccelError> {
-        let (offset, len) = (io.offset() as usize, io.len() as usize);
-        // SAFETY: offset + len is inside the mapping (validated above).
-        let dev = unsafe { self.mem.as_ptr().add(offset) };
-        // SAFETY: for each submission below, the device range is inside its
-        // live mapping, which the channel keeps alive (`mem`) past the IO;
-        // the IO buffer is owned by the IO, which the channel holds in
-        // `in_accel` until accel reports the task done. They are distinct
-        // (a buffer is not device memory). Concurrent IOs to the same
-        // blocks race on content only, as on any block device.
-        unsafe {
-            match io.op() {
-                IoType::Read => {
-                    let buf = io.buf_mut().expect("validated: read has a buffer");
-                    batch.copy(buf.as_ptr(), dev, len, tag, &self.done)
-                }
-                IoType::Write => {
-                    let buf = io.buf().expect("validated: write has a buffer");
-                    batch.copy(dev, buf.as_ptr(), len, tag, &self.done)
-                }
-                IoType::WriteZeroes | IoType::Unmap => batch.fill(dev, 0, len, tag, &self.done),
-                IoType::Flush => unreachable!("flush is completed without accel"),
+/// Adds an IO's data movement to `batch`, under `tag`. The bdev channel
+/// validated the range: offset + len <= device size <= region length, and
+/// data IOs carry a buffer of at least len bytes.
+#[inline]
+fn add(
+    batch: &mut Batch<'_>,
+    mem: &DmaRegion,
+    io: &mut BdevIo,
+    tag: u64,
+) -> Result<(), AccelError> {
+    let (offset, len) = (io.offset() as usize, io.len() as usize);
+    // SAFETY: offset + len is inside the mapping (validated above).
+    let dev = unsafe { mem.as_ptr().add(offset) };
+    // SAFETY: for each submission below, the device range is inside its
+    // live mapping, which the channel keeps alive (`mem`) past the IO;
+    // the IO buffer is owned by the IO, which the channel holds in `ios`
+    // until its task's record is reaped (the bdev channel drops a device
+    // channel only once all its IOs have completed). They are distinct (a buffer is not device memory).
+    // Concurrent IOs to the same blocks race on content only, as on any
+    // block device.
+    unsafe {
+        match io.op() {
+            IoType::Read => {
+                let buf = io.buf_mut().expect("validated: read has a buffer");
+                batch.copy(buf.as_ptr(), dev, len, tag)
             }
-        }
-    }
-
-    fn park(&mut self, io: BdevIo) -> u64 {
-        match self.free_tags.pop() {
-            Some(t) => {
-                self.in_accel[t as usize] = Some(io);
-                t
+            IoType::Write => {
+                let buf = io.buf().expect("validated: write has a buffer");
+                batch.copy(dev, buf.as_ptr(), len, tag)
             }
-            None => {
-                self.in_accel.push(Some(io));
-                (self.in_accel.len() - 1) as u64
-            }
+            IoType::WriteZeroes | IoType::Unmap => batch.fill(dev, 0, len, tag),
+            IoType::Flush => unreachable!("flush is completed without accel"),
         }
     }
 }
@@ -156,54 +128,63 @@ impl MallocChannel {
 impl DeviceChannel for MallocChannel {
     #[inline]
     fn submit(&mut self, io: BdevIo) {
-        self.pending.push(io);
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.ios[s as usize] = Some(io);
+                s
+            }
+            None => {
+                self.ios.push(Some(io));
+                (self.ios.len() - 1) as u32
+            }
+        };
+        self.pending.push(slot);
     }
 
-    /// Hands every queued IO to accel in one batch, polls accel, and
-    /// reports the IOs whose data has moved.
+    /// Hands every queued IO to accel in one batch, reaps this channel's
+    /// accel queue, and reports the IOs whose data has moved.
     #[inline]
     fn poll(&mut self, done: &mut Vec<BdevIo>) -> usize {
         let before = done.len();
         if !self.pending.is_empty() {
-            let accel = self.accel.clone();
-            let mut batch = accel.batch();
+            let mut batch = self.q.batch();
             let mut pending = std::mem::replace(&mut self.pending, std::mem::take(&mut self.spare));
-            for mut io in pending.drain(..) {
+            for &slot in &pending {
+                let entry = &mut self.ios[slot as usize];
+                let io = entry.as_mut().expect("a pending slot holds its IO");
                 if io.op() == IoType::Flush {
+                    let mut io = entry.take().expect("checked");
+                    self.free.push(slot);
                     io.set_status(Ok(()));
                     done.push(io);
                     continue;
                 }
-                let tag = match self.free_tags.last() {
-                    Some(&t) => t,
-                    None => self.in_accel.len() as u64,
-                };
-                match self.add(&mut batch, &mut io, tag) {
-                    Ok(()) => {
-                        let t = self.park(io);
-                        debug_assert_eq!(t, tag);
-                    }
+                match add(&mut batch, &self.mem, io, slot as u64) {
+                    Ok(()) => {}
                     // No task or batch room left: the rest waits for the
                     // next poll, after completions free tasks.
                     Err(AccelError::NoTask { .. }) | Err(AccelError::BatchFull { .. }) => {
-                        self.pending.push(io)
+                        self.pending.push(slot)
                     }
                     Err(e) => {
                         tracing::error!("malloc: accel refused an IO: {e}");
+                        let mut io = entry.take().expect("checked");
+                        self.free.push(slot);
                         io.set_status(Err(IoError::Device(libc::EIO)));
                         done.push(io);
                     }
                 }
             }
+            pending.clear();
             self.spare = pending;
             batch.submit();
         }
-        self.accel.poll();
-        for (tag, c) in self.finished.list.borrow_mut().drain(..) {
-            let Some(mut io) = self.in_accel[tag as usize].take() else {
+        self.q.reap(&mut self.reaped);
+        for &(tag, c) in &self.reaped {
+            let Some(mut io) = self.ios[tag as usize].take() else {
                 continue;
             };
-            self.free_tags.push(tag);
+            self.free.push(tag as u32);
             io.set_status(match c.status {
                 Status::Success => Ok(()),
                 other => {
@@ -213,6 +194,7 @@ impl DeviceChannel for MallocChannel {
             });
             done.push(io);
         }
+        self.reaped.clear();
         done.len() - before
     }
 }

@@ -365,26 +365,26 @@ fn four_channels_on_two_reactors() {
 
 /// Copies `n` tasks of `len` bytes in batches of `batch`, polling between
 /// batches only when `poll_between`; checks every result.
-fn copy_batches(ch: &AccelChannel, arena: &Arena, n: usize, batch: usize, len: usize) -> usize {
-    let (r, d) = Recorder::new();
+fn copy_batches(ch: &Rc<AccelChannel>, arena: &Arena, n: usize, batch: usize, len: usize) -> usize {
+    let r = Recorder::new(ch);
     let mut pieces = Vec::new();
     let mut batches = 0;
     let mut i = 0;
     while i < n {
-        let mut b = ch.batch();
+        let mut b = r.q.batch();
         for _ in 0..batch.min(n - i) {
             let src = arena.take(len, i % 61);
             let dst = arena.take(len, (i * 7) % 61);
             scribble(src, len, i as u64);
             // SAFETY: arena pieces, untouched until the wait.
-            unsafe { b.copy(dst, src, len, i as u64, &d) }.unwrap();
+            unsafe { b.copy(dst, src, len, i as u64) }.unwrap();
             pieces.push((src, dst));
             i += 1;
         }
         b.submit();
         batches += 1;
     }
-    r.wait(ch, n, "copies");
+    r.wait(n, "copies");
     for (tag, c) in r.seen.borrow().iter() {
         assert_eq!(*c, Completion::SUCCESS, "task {tag}");
         let (s, d) = pieces[*tag as usize];
@@ -418,25 +418,25 @@ fn a_full_ring_queues_requests_and_loses_none() {
     let accel = accel_of(&ioat);
     let ch = accel.channel();
     let arena = Arena::new(16 << 20);
-    let (r, d) = Recorder::new();
+    let r = Recorder::new(&ch);
     let len = 4096;
     let mut pieces = Vec::new();
     // 8 batches of 15 with no poll between: 120 requests for 15 slots.
     for k in 0..8 {
-        let mut b = ch.batch();
+        let mut b = r.q.batch();
         for j in 0..15 {
             let tag = k * 15 + j;
             let src = arena.take(len, 0);
             let dst = arena.take(len, 0);
             scribble(src, len, tag as u64);
             // SAFETY: arena pieces, untouched until the wait.
-            unsafe { b.copy(dst, src, len, tag as u64, &d) }.unwrap();
+            unsafe { b.copy(dst, src, len, tag as u64) }.unwrap();
             pieces.push((src, dst));
         }
         b.submit();
     }
     assert_eq!(ch.in_flight(), 120);
-    r.wait(&ch, 120, "back-pressure");
+    r.wait(120, "back-pressure");
     let seen = r.seen.borrow();
     let mut tags: Vec<u64> = seen.iter().map(|(t, _)| *t).collect();
     tags.sort();
@@ -495,10 +495,10 @@ fn a_one_mib_copy_splits_at_xfercap() {
         let src = arena.take(1 << 20, src_off);
         let dst = arena.take(1 << 20, dst_off);
         scribble(src, 1 << 20, 9);
-        let (r, d) = Recorder::new();
+        let r = Recorder::new(&ch);
         // SAFETY: arena pieces, untouched until the wait.
-        unsafe { ch.copy(dst, src, 1 << 20, 0, &d) }.unwrap();
-        r.wait(&ch, 1, "1 MiB copy");
+        unsafe { r.q.copy(dst, src, 1 << 20, 0) }.unwrap();
+        r.wait(1, "1 MiB copy");
         assert_eq!(r.only("1 MiB copy"), Completion::SUCCESS);
         assert!(bytes(src, 1 << 20) == bytes(dst, 1 << 20));
         // Only XFERCAP splits here: the arena is one region, so each
@@ -590,10 +590,10 @@ fn requests_split_at_iova_discontinuities() {
         let (src, dst) = unsafe { (a.as_ptr().add(so), b.as_ptr().add(d_o)) };
         scribble(src, len, so as u64);
         let before = h.counters().descriptors;
-        let (r, d) = Recorder::new();
+        let r = Recorder::new(&ch);
         // SAFETY: the regions outlive the wait.
-        unsafe { ch.copy(dst, src, len, 0, &d) }.unwrap();
-        r.wait(&ch, 1, "scrambled copy");
+        unsafe { r.q.copy(dst, src, len, 0) }.unwrap();
+        r.wait(1, "scrambled copy");
         assert_eq!(r.only("scrambled copy"), Completion::SUCCESS);
         assert!(bytes(src, len) == bytes(dst, len), "{so}/{d_o}: data");
         let used = h.counters().descriptors - before;
@@ -603,10 +603,10 @@ fn requests_split_at_iova_discontinuities() {
         );
         // A fill splits at the destination's pages too.
         let before = h.counters().descriptors;
-        let (r, d) = Recorder::new();
+        let r = Recorder::new(&ch);
         // SAFETY: as above.
-        unsafe { ch.fill(dst, 0x5a, len, 0, &d) }.unwrap();
-        r.wait(&ch, 1, "scrambled fill");
+        unsafe { r.q.fill(dst, 0x5a, len, 0) }.unwrap();
+        r.wait(1, "scrambled fill");
         assert_eq!(r.only("scrambled fill"), Completion::SUCCESS);
         assert!(bytes(dst, len).iter().all(|&x| x == 0x5a));
         assert!(h.counters().descriptors - before >= 256);
@@ -620,10 +620,10 @@ fn memory_the_device_cannot_reach_is_an_invalid_argument() {
     let ch = accel.channel();
     let src = vec![1u8; 4096];
     let mut dst = vec![0u8; 4096];
-    let (r, d) = Recorder::new();
+    let r = Recorder::new(&ch);
     // SAFETY: the vectors outlive the wait.
-    unsafe { ch.copy(dst.as_mut_ptr(), src.as_ptr(), 4096, 0, &d) }.unwrap();
-    r.wait(&ch, 1, "heap copy");
+    unsafe { r.q.copy(dst.as_mut_ptr(), src.as_ptr(), 4096, 0) }.unwrap();
+    r.wait(1, "heap copy");
     assert_eq!(r.only("heap copy").status, Status::InvalidArgument);
     assert_eq!(dst[0], 0, "nothing written");
     assert_eq!(ioat.totals().invalid, 1);
@@ -636,15 +636,15 @@ fn memory_the_device_cannot_reach_is_an_invalid_argument() {
 /// Submits `n` copies of `len` bytes in one batch; returns each task's
 /// completion (by tag) and whether its data is right.
 fn batch_results(
-    ch: &AccelChannel,
+    ch: &Rc<AccelChannel>,
     arena: &Arena,
     n: usize,
     len: usize,
 ) -> Vec<(Completion, bool)> {
     arena.reset();
-    let (r, d) = Recorder::new();
+    let r = Recorder::new(ch);
     let mut pieces = Vec::new();
-    let mut b = ch.batch();
+    let mut b = r.q.batch();
     for i in 0..n {
         let src = arena.take(len, 0);
         let dst = arena.take(len, 0);
@@ -652,11 +652,11 @@ fn batch_results(
         // SAFETY: dst is written by the device or not at all.
         unsafe { std::ptr::write_bytes(dst, 0, len) };
         // SAFETY: arena pieces, untouched until the wait.
-        unsafe { b.copy(dst, src, len, i as u64, &d) }.unwrap();
+        unsafe { b.copy(dst, src, len, i as u64) }.unwrap();
         pieces.push((src, dst));
     }
     b.submit();
-    r.wait(ch, n, "batch");
+    r.wait(n, "batch");
     let mut out = vec![(Completion::SUCCESS, false); n];
     for (tag, c) in r.seen.borrow().iter() {
         let (s, d) = pieces[*tag as usize];

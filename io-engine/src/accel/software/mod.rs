@@ -2,8 +2,8 @@
 //! SIMD kernels it has ([`kernels`]), at submission time.
 //!
 //! Thread: the submitting thread runs the kernels inside
-//! `ModuleChannel::submit`; completions are reported at once and their
-//! callbacks run at the channel's next poll, on that same thread.
+//! `ModuleChannel::submit`; completions are reported at once, and their
+//! submitters reap them from their queues later, on that same thread.
 
 pub mod kernels;
 
@@ -168,6 +168,10 @@ impl ModuleChannel for SoftwareChannel {
             let c = unsafe { self.execute(&tasks[id as usize]) };
             done.push((id, c));
         }
+    }
+
+    fn completes_at_submit(&self) -> bool {
+        true
     }
 
     fn poll(&mut self, _done: &mut Vec<(TaskId, Completion)>) -> usize {

@@ -1,18 +1,16 @@
 //! One accel-perf worker: the buffers, submission and checking of one core.
 //!
-//! Thread: made and run on its reactor (a `!Send` future); the completion
-//! callback runs there too, from the accel channel's poll, and resubmits at
-//! once (or, with batching, frees the slot for the next batch).
+//! Thread: made and run on its reactor (a `!Send` future). Each round it
+//! reaps its accel queue, checks every finished task and gives the next
+//! slot a task at once (alone, or into the batch being built), there.
 
-use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use io_engine::accel::software::kernels::crc32c_update;
-use io_engine::accel::{Accel, AccelChannel, AccelError, Completion, Done, IoVec, Opcode, Status};
+use io_engine::accel::{Accel, AccelError, Batch, Completion, IoVec, Opcode, Queue, Status};
 use io_engine::env::dma::DmaRegion;
 use io_engine::reactor::yield_now;
 
@@ -133,6 +131,9 @@ impl Outcome {
 
 /// One buffer set.
 struct Slot {
+    /// The first source (kept here, not only in `srcs`, so that a task
+    /// does not chase a pointer to a separate allocation for it).
+    src: *const u8,
     srcs: Vec<IoVec>,
     dst: *mut u8,
     dst2: *mut u8,
@@ -144,51 +145,78 @@ struct Slot {
 
 struct Worker {
     cfg: Config,
-    ch: Rc<AccelChannel>,
     slots: Vec<Slot>,
-    free: RefCell<VecDeque<u32>>,
-    stop: Arc<AtomicBool>,
-    stopping: Cell<bool>,
-    done: RefCell<Option<Rc<dyn Done>>>,
-    completed: Cell<u64>,
-    failed: Cell<u64>,
-    miscompares: Cell<u64>,
-    expected: Cell<u64>,
+    free: VecDeque<u32>,
+    /// Tasks submitted and not yet reaped.
+    in_flight: usize,
+    /// Tasks in the batch being built, not yet submitted.
+    held: usize,
+    stopping: bool,
+    completed: u64,
+    failed: u64,
+    miscompares: u64,
+    expected: u64,
     _mem: DmaRegion,
 }
 
 /// Runs one worker on the calling reactor until `stop`, then drains it.
+///
+/// Each round reaps the worker's queue and, for every finished task,
+/// checks it and gives the next slot a task at once: alone (`-b 0`), or
+/// into the batch being built, which is submitted as soon as it holds
+/// `-b` tasks (batches are always whole).
 pub async fn run(accel: Arc<Accel>, cfg: Config, stop: Arc<AtomicBool>) -> Result<Outcome, String> {
-    let w = Rc::new(Worker::new(accel, cfg, stop)?);
-    let d: Rc<dyn Done> = w.clone();
-    *w.done.borrow_mut() = Some(d);
+    let mut w = Worker::new(cfg)?;
+    let q = accel.channel().queue();
+    let mut open = q.batch();
+    let mut reaped = Vec::with_capacity(w.cfg.queue_depth);
     let start = Instant::now();
-    // Fill the queue: one batch per `-b` tasks, or each task alone.
-    w.refill();
+    for _ in 0..w.cfg.queue_depth {
+        let Some(i) = w.free.pop_front() else { break };
+        if !w.start(&q, &mut open, i) {
+            break;
+        }
+    }
     let mut seconds = 0.0;
     loop {
-        w.ch.poll();
-        if w.cfg.batch > 0 && !w.stopping.get() {
-            w.refill();
+        q.reap(&mut reaped);
+        for &(tag, c) in &reaped {
+            w.finish(tag, c);
+            if w.stopping {
+                w.free.push_back(tag as u32);
+                continue;
+            }
+            // The oldest free slot goes next (this one, when -a is -q).
+            let next = match w.free.pop_front() {
+                None => tag as u32,
+                Some(i) => {
+                    w.free.push_back(tag as u32);
+                    i
+                }
+            };
+            w.start(&q, &mut open, next);
         }
-        if !w.stopping.get() && w.stop.load(Ordering::Acquire) {
-            w.stopping.set(true);
+        reaped.clear();
+        if !w.stopping && stop.load(Ordering::Acquire) {
+            w.stopping = true;
             seconds = start.elapsed().as_secs_f64();
+            // The batch being built is dropped unrun.
+            open = q.batch();
+            w.held = 0;
         }
-        if w.stopping.get() && w.ch.in_flight() == 0 {
+        if w.stopping && w.in_flight == 0 {
             break;
         }
         yield_now().await;
     }
-    // Break the callback's cycle back to the worker.
-    w.done.borrow_mut().take();
+    drop(open);
     let ceiling_ops_per_s = w.cfg.ceiling.then(|| w.ceiling());
     Ok(Outcome {
         ceiling_ops_per_s,
-        completed: w.completed.get(),
-        failed: w.failed.get(),
-        miscompares: w.miscompares.get(),
-        expected_miscompares: w.expected.get(),
+        completed: w.completed,
+        failed: w.failed,
+        miscompares: w.miscompares,
+        expected_miscompares: w.expected,
         seconds,
     })
 }
@@ -212,7 +240,7 @@ fn bytes<'a>(p: *const u8, len: usize) -> &'a [u8] {
 }
 
 impl Worker {
-    fn new(accel: Arc<Accel>, cfg: Config, stop: Arc<AtomicBool>) -> Result<Worker, String> {
+    fn new(cfg: Config) -> Result<Worker, String> {
         let mem = DmaRegion::alloc(cfg.bytes_per_core().max(4096))
             .map_err(|e| format!("worker buffers: {e}"))?;
         let align = cfg.align();
@@ -257,6 +285,7 @@ impl Worker {
                 .iter()
                 .fold(cfg.seed, |c, v| crc32c_update(c, bytes(v.base, v.len)));
             slots.push(Slot {
+                src: srcs.first().map_or(std::ptr::null(), |v| v.base),
                 srcs,
                 dst,
                 dst2,
@@ -266,135 +295,81 @@ impl Worker {
         }
         let free = (0..cfg.alloc_depth as u32).collect();
         Ok(Worker {
-            ch: accel.channel(),
             cfg,
             slots,
-            free: RefCell::new(free),
-            stop,
-            stopping: Cell::new(false),
-            done: RefCell::new(None),
-            completed: Cell::new(0),
-            failed: Cell::new(0),
-            miscompares: Cell::new(0),
-            expected: Cell::new(0),
+            free,
+            in_flight: 0,
+            held: 0,
+            stopping: false,
+            completed: 0,
+            failed: 0,
+            miscompares: 0,
+            expected: 0,
             _mem: mem,
         })
     }
 
-    /// Prepares a slot's destination so that verification proves the task
-    /// wrote it.
-    fn clear(&self, s: &Slot) {
-        if !self.cfg.verify {
-            return;
-        }
-        let byte = match self.cfg.workload {
-            Workload::Fill => !self.cfg.fill,
-            _ => 0,
-        };
-        for d in [s.dst, s.dst2] {
-            if !d.is_null() && self.cfg.workload != Workload::Compare {
-                // SAFETY: a slot buffer of dst_len bytes, not in flight.
-                unsafe { std::ptr::write_bytes(d, byte, self.cfg.dst_len()) };
-            }
-        }
-    }
-
-    fn in_flight(&self) -> usize {
-        self.cfg.alloc_depth - self.free.borrow().len()
-    }
-
-    /// Submits tasks until `-q` are in flight: in batches of `-b` (and only
-    /// whole batches), or one by one.
-    fn refill(&self) {
-        let q = self.cfg.queue_depth;
+    /// Gives slot `i` a task: submits it alone (`-b 0`), or adds it to
+    /// `open` and submits that when it holds a whole batch. False when the
+    /// channel refused it (the slot goes back to the free list).
+    fn start<'q>(&mut self, q: &'q Queue, open: &mut Batch<'q>, i: u32) -> bool {
         if self.cfg.batch == 0 {
-            while self.in_flight() < q {
-                let Some(i) = self.free.borrow_mut().pop_front() else {
-                    break;
-                };
-                if !self.submit_one(i) {
-                    break;
-                }
-            }
-            return;
+            return self.submit_one(q, i);
         }
-        while q - self.in_flight() >= self.cfg.batch.min(q) {
-            let n = self.cfg.batch.min(q - self.in_flight());
-            let mut b = self.ch.batch();
-            for _ in 0..n {
-                let Some(i) = self.free.borrow_mut().pop_front() else {
-                    break;
-                };
-                if let Err(e) = self.add(&mut b, i) {
-                    self.free.borrow_mut().push_front(i);
-                    if !matches!(e, AccelError::NoTask { .. } | AccelError::BatchFull { .. }) {
-                        self.refused(e);
-                    }
-                    break;
-                }
+        let s = &self.slots[i as usize];
+        clear(&self.cfg, s);
+        if let Err(e) = add(&self.cfg, open, s, i) {
+            self.free.push_front(i);
+            if !matches!(e, AccelError::NoTask { .. } | AccelError::BatchFull { .. }) {
+                self.refused(e);
             }
-            if b.is_empty() {
-                break;
-            }
-            b.submit();
+            return false;
         }
+        self.held += 1;
+        if self.held == self.cfg.batch.min(self.cfg.queue_depth) {
+            std::mem::replace(open, q.batch()).submit();
+            self.in_flight += self.held;
+            self.held = 0;
+        }
+        true
     }
 
-    fn refused(&self, e: AccelError) {
+    fn refused(&mut self, e: AccelError) {
         tracing::error!("accel-perf: submission refused: {e}");
-        self.failed.set(self.failed.get() + 1);
-        self.stopping.set(true);
+        self.failed += 1;
+        self.stopping = true;
     }
 
     /// Submits slot `i` alone; false when the channel refused it.
-    fn submit_one(&self, i: u32) -> bool {
+    fn submit_one(&mut self, q: &Queue, i: u32) -> bool {
         let s = &self.slots[i as usize];
-        self.clear(s);
-        let done = self.done.borrow();
-        let Some(d) = done.as_ref() else { return false };
-        let (len, tag) = (self.cfg.size, i as u64);
+        clear(&self.cfg, s);
+        let (len, tag, cfg) = (self.cfg.size, i as u64, &self.cfg);
         // SAFETY: for every submission, the slot's buffers are inside the
         // worker's region, which outlives every task (the worker drains
         // before it returns), and the slot is not reused until its task
-        // completes (it is off the free list).
+        // is reaped (it is off the free list).
         let r = unsafe {
-            match self.cfg.workload {
-                Workload::Copy => self.ch.copy(s.dst, s.srcs[0].base, len, tag, d),
-                Workload::Fill => self.ch.fill(s.dst, self.cfg.fill, len, tag, d),
-                Workload::Compare => self.ch.compare(s.srcs[0].base, s.dst, len, tag, d),
-                Workload::Dualcast => self.ch.dualcast(s.dst, s.dst2, s.srcs[0].base, len, tag, d),
-                Workload::Crc32c => self.ch.crc32c(&s.srcs, self.cfg.seed, tag, d),
-                Workload::CopyCrc32c => self.ch.copy_crc32c(s.dst, &s.srcs, self.cfg.seed, tag, d),
+            match cfg.workload {
+                Workload::Copy => q.copy(s.dst, s.src, len, tag),
+                Workload::Fill => q.fill(s.dst, cfg.fill, len, tag),
+                Workload::Compare => q.compare(s.src, s.dst, len, tag),
+                Workload::Dualcast => q.dualcast(s.dst, s.dst2, s.src, len, tag),
+                Workload::Crc32c => q.crc32c(&s.srcs, cfg.seed, tag),
+                Workload::CopyCrc32c => q.copy_crc32c(s.dst, &s.srcs, cfg.seed, tag),
             }
         };
         match r {
-            Ok(()) => true,
+            Ok(()) => {
+                self.in_flight += 1;
+                true
+            }
             Err(e) => {
-                self.free.borrow_mut().push_front(i);
+                self.free.push_front(i);
                 if !matches!(e, AccelError::NoTask { .. }) {
-                    drop(done);
                     self.refused(e);
                 }
                 false
-            }
-        }
-    }
-
-    fn add(&self, b: &mut io_engine::accel::Batch<'_>, i: u32) -> Result<(), AccelError> {
-        let s = &self.slots[i as usize];
-        self.clear(s);
-        let done = self.done.borrow();
-        let d = done.as_ref().expect("set while running");
-        let (len, tag) = (self.cfg.size, i as u64);
-        // SAFETY: as in submit_one.
-        unsafe {
-            match self.cfg.workload {
-                Workload::Copy => b.copy(s.dst, s.srcs[0].base, len, tag, d),
-                Workload::Fill => b.fill(s.dst, self.cfg.fill, len, tag, d),
-                Workload::Compare => b.compare(s.srcs[0].base, s.dst, len, tag, d),
-                Workload::Dualcast => b.dualcast(s.dst, s.dst2, s.srcs[0].base, len, tag, d),
-                Workload::Crc32c => b.crc32c(&s.srcs, self.cfg.seed, tag, d),
-                Workload::CopyCrc32c => b.copy_crc32c(s.dst, &s.srcs, self.cfg.seed, tag, d),
             }
         }
     }
@@ -454,79 +429,90 @@ impl Worker {
         std::hint::black_box(sink);
         ops as f64 / start.elapsed().as_secs_f64()
     }
-
-    /// Whether a finished task did what it should.
-    fn check(&self, s: &Slot, c: Completion) -> bool {
-        let len = self.cfg.size;
-        match self.cfg.workload {
-            Workload::Compare => {
-                let want = if s.differs {
-                    Status::Miscompare
-                } else {
-                    Status::Success
-                };
-                c.status == want
-            }
-            _ if c.status != Status::Success => false,
-            _ if !self.cfg.verify => true,
-            Workload::Copy => bytes(s.dst, len) == bytes(s.srcs[0].base, len),
-            Workload::Fill => bytes(s.dst, len).iter().all(|&b| b == self.cfg.fill),
-            Workload::Dualcast => {
-                bytes(s.dst, len) == bytes(s.srcs[0].base, len)
-                    && bytes(s.dst2, len) == bytes(s.srcs[0].base, len)
-            }
-            Workload::Crc32c => c.crc == s.crc,
-            Workload::CopyCrc32c => {
-                c.crc == s.crc
-                    && s.srcs
-                        .iter()
-                        .enumerate()
-                        .all(|(k, v)| bytes(s.dst.wrapping_add(k * len), len) == bytes(v.base, len))
-            }
-        }
-    }
 }
 
-impl Done for Worker {
-    fn done(&self, tag: u64, c: Completion) {
+impl Worker {
+    /// Counts and checks a reaped task.
+    #[inline]
+    fn finish(&mut self, tag: u64, c: Completion) {
+        self.in_flight -= 1;
         let s = &self.slots[tag as usize];
-        self.completed.set(self.completed.get() + 1);
+        self.completed += 1;
         if c.status == Status::Miscompare {
-            self.miscompares.set(self.miscompares.get() + 1);
+            self.miscompares += 1;
         }
         if s.differs {
-            self.expected.set(self.expected.get() + 1);
+            self.expected += 1;
         }
         // A miscompare where none was asked for (or none where one was)
         // fails the run through miscompares != expected; anything else
         // wrong is a failure.
-        if c.status != Status::Miscompare && !self.check(s, c) {
-            self.failed.set(self.failed.get() + 1);
+        if c.status != Status::Miscompare && !check(&self.cfg, s, c) {
+            self.failed += 1;
         }
-        if self.cfg.batch == 0 && !self.stopping.get() {
-            // The oldest free slot goes next (this one, when -a is -q).
-            let next = {
-                let mut free = self.free.borrow_mut();
-                match free.pop_front() {
-                    None => tag as u32,
-                    Some(i) => {
-                        free.push_back(tag as u32);
-                        i
-                    }
-                }
+    }
+}
+
+/// Prepares a slot's destination so that verification proves the task
+/// wrote it.
+fn clear(cfg: &Config, s: &Slot) {
+    if !cfg.verify {
+        return;
+    }
+    let byte = match cfg.workload {
+        Workload::Fill => !cfg.fill,
+        _ => 0,
+    };
+    for d in [s.dst, s.dst2] {
+        if !d.is_null() && cfg.workload != Workload::Compare {
+            // SAFETY: a slot buffer of dst_len bytes, not in flight.
+            unsafe { std::ptr::write_bytes(d, byte, cfg.dst_len()) };
+        }
+    }
+}
+
+/// Whether a finished task did what it should.
+fn check(cfg: &Config, s: &Slot, c: Completion) -> bool {
+    let len = cfg.size;
+    match cfg.workload {
+        Workload::Compare => {
+            let want = if s.differs {
+                Status::Miscompare
+            } else {
+                Status::Success
             };
-            self.submit_one(next);
-        } else {
-            self.free.borrow_mut().push_back(tag as u32);
-            // A whole batch's worth of room: submit it now, as the
-            // unbatched path resubmits each task at once.
-            if self.cfg.batch > 0
-                && !self.stopping.get()
-                && self.cfg.queue_depth - self.in_flight()
-                    >= self.cfg.batch.min(self.cfg.queue_depth)
-            {
-                self.refill();
-            }
+            c.status == want
+        }
+        _ if c.status != Status::Success => false,
+        _ if !cfg.verify => true,
+        Workload::Copy => bytes(s.dst, len) == bytes(s.src, len),
+        Workload::Fill => bytes(s.dst, len).iter().all(|&b| b == cfg.fill),
+        Workload::Dualcast => {
+            bytes(s.dst, len) == bytes(s.src, len) && bytes(s.dst2, len) == bytes(s.src, len)
+        }
+        Workload::Crc32c => c.crc == s.crc,
+        Workload::CopyCrc32c => {
+            c.crc == s.crc
+                && s.srcs
+                    .iter()
+                    .enumerate()
+                    .all(|(k, v)| bytes(s.dst.wrapping_add(k * len), len) == bytes(v.base, len))
+        }
+    }
+}
+
+/// Adds slot `s` (number `i`) to `b`.
+fn add(cfg: &Config, b: &mut Batch<'_>, s: &Slot, i: u32) -> Result<(), AccelError> {
+    let (len, tag) = (cfg.size, i as u64);
+    // SAFETY: as in `Worker::submit_one`.
+    unsafe {
+        match cfg.workload {
+            Workload::Copy => b.copy(s.dst, s.src, len, tag),
+            Workload::Fill => b.fill(s.dst, cfg.fill, len, tag),
+            Workload::Compare => b.compare(s.src, s.dst, len, tag),
+            Workload::Dualcast => b.dualcast(s.dst, s.dst2, s.src, len, tag),
+            Workload::Crc32c => b.crc32c(&s.srcs, cfg.seed, tag),
+            Workload::CopyCrc32c => b.copy_crc32c(s.dst, &s.srcs, cfg.seed, tag),
         }
     }
 }
