@@ -498,6 +498,19 @@ impl Raw {
         self.cookie
     }
 
+    /// Appends a READ request to `out` without sending it (for bursts);
+    /// returns its cookie.
+    fn push_read(&mut self, out: &mut Vec<u8>, offset: u64, len: u32) -> u64 {
+        self.cookie += 1;
+        out.extend_from_slice(&REQUEST_MAGIC.to_be_bytes());
+        out.extend_from_slice(&0u16.to_be_bytes());
+        out.extend_from_slice(&CMD_READ.to_be_bytes());
+        out.extend_from_slice(&self.cookie.to_be_bytes());
+        out.extend_from_slice(&offset.to_be_bytes());
+        out.extend_from_slice(&len.to_be_bytes());
+        self.cookie
+    }
+
     /// Reads one simple reply: (error, cookie).
     fn simple_reply(&mut self) -> (u32, u64) {
         let h = self.recv(16);
@@ -1354,13 +1367,7 @@ fn clients_that_vanish_with_requests_in_flight_leave_nothing_behind() {
         // buffers, so some wait for a buffer), then gone.
         let len: u32 = if round % 2 == 0 { 4096 } else { 1 << 20 };
         for i in 0..32u64 {
-            c.cookie += 1;
-            burst.extend_from_slice(&REQUEST_MAGIC.to_be_bytes());
-            burst.extend_from_slice(&0u16.to_be_bytes());
-            burst.extend_from_slice(&CMD_READ.to_be_bytes());
-            burst.extend_from_slice(&c.cookie.to_be_bytes());
-            burst.extend_from_slice(&(i * u64::from(len) % (63 << 20)).to_be_bytes());
-            burst.extend_from_slice(&len.to_be_bytes());
+            c.push_read(&mut burst, i * u64::from(len) % (63 << 20), len);
         }
         if round % 3 == 2 {
             // And a write whose payload never fully arrives.
@@ -1418,13 +1425,7 @@ fn pipelined_requests_are_all_answered_whatever_the_depth_and_counted_once() {
         let mut m = Vec::new();
         let first = c.cookie + 1;
         for i in 0..burst {
-            c.cookie += 1;
-            m.extend_from_slice(&REQUEST_MAGIC.to_be_bytes());
-            m.extend_from_slice(&0u16.to_be_bytes());
-            m.extend_from_slice(&CMD_READ.to_be_bytes());
-            m.extend_from_slice(&c.cookie.to_be_bytes());
-            m.extend_from_slice(&(i * 4096).to_be_bytes());
-            m.extend_from_slice(&4096u32.to_be_bytes());
+            c.push_read(&mut m, i * 4096, 4096);
         }
         c.send(&m);
         let mut seen = std::collections::BTreeSet::new();

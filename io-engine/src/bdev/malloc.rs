@@ -106,9 +106,9 @@ fn add(
     // live mapping, which the channel keeps alive (`mem`) past the IO;
     // the IO buffer is owned by the IO, which the channel holds in `ios`
     // until its task's record is reaped (the bdev channel drops a device
-    // channel only once all its IOs have completed). They are distinct (a buffer is not device memory).
-    // Concurrent IOs to the same blocks race on content only, as on any
-    // block device.
+    // channel only once all its IOs have completed). They are distinct (a
+    // buffer is not device memory). Concurrent IOs to the same blocks race
+    // on content only, as on any block device.
     unsafe {
         match io.op() {
             IoType::Read => {
