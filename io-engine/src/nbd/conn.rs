@@ -666,7 +666,9 @@ impl Hold {
         queued >= self.outstanding.get() && queued >= self.depth.get()
     }
 
-    /// Whether the queued replies should go out at `now`.
+    /// Whether the queued replies should go out at `now`. Past the
+    /// deadline it also lowers the learned depth to what the client has
+    /// outstanding, so its next round goes out without waiting.
     fn due(&self, now: u64) -> bool {
         let outstanding = self.outstanding.get();
         if self.max == 0 || self.all_answered() {
