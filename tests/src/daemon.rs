@@ -277,6 +277,33 @@ impl Daemon {
         output_with_timeout(cmd, CTL_TIMEOUT)
     }
 
+    /// Runs `io-engine-ctl ARGS` and asserts it succeeded with nothing on
+    /// stderr; returns its stdout.
+    pub fn ctl_ok(&self, args: &[&str]) -> String {
+        let out = self.ctl(args);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "io-engine-ctl {args:?} failed ({}):\n{stderr}\n{stdout}",
+            out.status
+        );
+        assert!(
+            stderr.is_empty(),
+            "io-engine-ctl {args:?} wrote on stderr: {stderr}"
+        );
+        stdout
+    }
+
+    /// [`Daemon::ctl_ok`] with `--output json`; parses what it printed.
+    pub fn ctl_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.extend(["--output", "json"]);
+        let text = self.ctl_ok(&all);
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("io-engine-ctl {all:?} printed no JSON ({e}):\n{text}"))
+    }
+
     /// The daemon's resident set size (VmRSS in /proc/PID/status), KiB.
     pub fn rss_kib(&self) -> u64 {
         let path = format!("/proc/{}/status", self.pid());

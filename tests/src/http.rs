@@ -157,6 +157,17 @@ fn dechunk(mut rest: &[u8]) -> Result<Vec<u8>, String> {
     }
 }
 
+/// The value of the sample `series` (`name{labels}`, exactly as printed) in
+/// a Prometheus text body; panics when there is none.
+pub fn sample(body: &str, series: &str) -> f64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no sample {series} in /metrics:\n{body}"))
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{series}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -289,6 +289,27 @@ pub fn cpu_mask(cpus: &[u32]) -> String {
     format!("0x{digits}")
 }
 
+/// The entry for (`opcode`, `module`) in the `ops` of `io-engine-ctl accel
+/// stats --output json`; panics when there is none.
+pub fn accel_op<'a>(
+    stats: &'a serde_json::Value,
+    opcode: &str,
+    module: &str,
+) -> &'a serde_json::Value {
+    stats["ops"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no ops in {stats}"))
+        .iter()
+        .find(|o| o["opcode"] == opcode && o["module"] == module)
+        .unwrap_or_else(|| panic!("no {opcode} on {module} in {stats}"))
+}
+
+/// A JSON value that must be an unsigned integer.
+pub fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64()
+        .unwrap_or_else(|| panic!("{v} is not an unsigned integer"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

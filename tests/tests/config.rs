@@ -8,25 +8,10 @@ use std::path::Path;
 use io_engine_tests::available_cpus;
 use io_engine_tests::daemon::{Daemon, run_daemon_to_exit};
 use io_engine_tests::tools::TempDir;
-use serde_json::Value;
-
-/// `io-engine-ctl -o json ARGS...`, which must succeed.
-fn ctl_json(d: &Daemon, args: &[&str]) -> Value {
-    let mut all = vec!["-o", "json"];
-    all.extend(args);
-    let out = d.ctl(&all);
-    assert!(
-        out.status.success(),
-        "io-engine-ctl {args:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("io-engine-ctl -o json prints JSON")
-}
 
 /// The devices' names, sorted.
 fn bdev_names(d: &Daemon) -> Vec<String> {
-    let list = ctl_json(d, &["bdev", "list"]);
+    let list = d.ctl_json(&["bdev", "list"]);
     let mut names: Vec<String> = list["bdevs"]
         .as_array()
         .expect("a bdevs array")
@@ -39,7 +24,7 @@ fn bdev_names(d: &Daemon) -> Vec<String> {
 
 /// The exports, as (name, read-only), sorted.
 fn exports(d: &Daemon) -> Vec<(String, bool)> {
-    let list = ctl_json(d, &["export", "list"]);
+    let list = d.ctl_json(&["export", "list"]);
     let mut out: Vec<(String, bool)> = list["exports"]
         .as_array()
         .expect("an exports array")
@@ -82,7 +67,7 @@ fn the_config_file_creates_devices_shares_them_and_sets_flags() {
         exports(&d),
         [("cm0".to_string(), false), ("cn0".to_string(), true)]
     );
-    let info = ctl_json(&d, &["engine", "info"]);
+    let info = d.ctl_json(&["engine", "info"]);
     assert_eq!(info["poll_mode"], "adaptive", "{info}");
     assert_eq!(info["cores"], serde_json::json!([cpu]), "{info}");
     assert_eq!(info["io_pool_cache"], 7, "{info}");
@@ -101,7 +86,7 @@ fn a_flag_beats_its_variable_which_beats_the_file() {
          core-list = \"0\"\n",
     );
     let config = path_arg(&file);
-    let cache = |d: &Daemon| ctl_json(d, &["engine", "info"])["io_pool_cache"].clone();
+    let cache = |d: &Daemon| d.ctl_json(&["engine", "info"])["io_pool_cache"].clone();
 
     // The file alone.
     let d = Daemon::start(["--config", &config, "-l", &cpu]);
@@ -137,7 +122,7 @@ fn a_flag_beats_its_variable_which_beats_the_file() {
     );
     assert_eq!(cache(&d), 11);
     assert_eq!(bdev_names(&d), ["flag0"]);
-    let info = ctl_json(&d, &["engine", "info"]);
+    let info = d.ctl_json(&["engine", "info"]);
     assert_eq!(info["cores"], serde_json::json!([available_cpus()[0]]));
     drop(d);
 

@@ -10,12 +10,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::net::TcpListener;
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use io_engine_api::v1 as pb;
 use io_engine_tests::daemon::{Daemon, quiet_args, run_daemon_to_exit};
-use io_engine_tests::{available_cpus, http};
+use io_engine_tests::http::sample;
+use io_engine_tests::{accel_op, available_cpus, http, u};
 use pb::bdev_service_client::BdevServiceClient;
 use pb::perf_service_client::PerfServiceClient;
 use pb::stats_service_client::StatsServiceClient;
@@ -144,36 +144,6 @@ async fn ops(stats: &mut StatsServiceClient<Channel>, name: &str) -> (u64, u64) 
     )
 }
 
-/// Asserts the CLI succeeded with nothing on stderr; returns its stdout.
-fn ok(args: &[&str], out: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "io-engine-ctl {args:?} failed ({}):\n{stderr}\n{stdout}",
-        out.status
-    );
-    assert!(
-        stderr.is_empty(),
-        "io-engine-ctl {args:?} wrote on stderr: {stderr}"
-    );
-    stdout
-}
-
-/// Runs the CLI, expects success, returns stdout.
-fn ctl_ok(d: &Daemon, args: &[&str]) -> String {
-    ok(args, &d.ctl(args))
-}
-
-/// Runs the CLI with `--output json`, expects success, parses stdout.
-fn ctl_json(d: &Daemon, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["--output", "json"]);
-    let text = ctl_ok(d, &all);
-    serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("io-engine-ctl {all:?} printed no JSON ({e}):\n{text}"))
-}
-
 /// Runs the CLI and expects a server error: exit 1, nothing on stdout, one
 /// stderr line `io-engine-ctl: error: CODE: message`. Returns the message.
 fn ctl_fails(d: &Daemon, args: &[&str], code: &str) -> String {
@@ -297,21 +267,6 @@ fn is_uuid(s: &str) -> bool {
         })
 }
 
-/// The value of the sample `name{labels}` in a Prometheus text body.
-fn sample(body: &str, series: &str) -> f64 {
-    body.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no sample {series} in /metrics:\n{body}"))
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("{series}: {e}"))
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64()
-        .unwrap_or_else(|| panic!("{v} is not an unsigned integer"))
-}
-
 // ---------------------------------------------------------------------------
 // Accel
 // ---------------------------------------------------------------------------
@@ -331,7 +286,7 @@ async fn malloc_io_runs_as_accel_copies_seen_by_cli_and_metrics() {
     let r = run_perf(&d, perf_request(&["a0"], "randread", 0.3)).await;
     let ios = w.total.unwrap().ios + r.total.unwrap().ios;
 
-    let modules = ctl_json(&d, &["accel", "modules"]);
+    let modules = d.ctl_json(&["accel", "modules"]);
     let m = &modules["modules"][0];
     assert_eq!(m["name"], "software", "{modules}");
     let ops: Vec<&str> = m["opcodes"]
@@ -352,22 +307,17 @@ async fn malloc_io_runs_as_accel_copies_seen_by_cli_and_metrics() {
         ]
     );
     assert!(u(&m["max_batch"]) > 1);
-    let table = ctl_ok(&d, &["accel", "modules"]);
+    let table = d.ctl_ok(&["accel", "modules"]);
     assert!(table.contains("software"), "{table}");
 
-    let a = ctl_json(&d, &["accel", "assignments"]);
+    let a = d.ctl_json(&["accel", "assignments"]);
     for entry in a["assignments"].as_array().unwrap() {
         assert_eq!(entry["module"], "software", "{a}");
     }
     assert!(a["fallbacks"].as_array().unwrap().is_empty(), "{a}");
 
-    let st = ctl_json(&d, &["accel", "stats"]);
-    let copy = st["ops"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["opcode"] == "copy" && o["module"] == "software")
-        .unwrap_or_else(|| panic!("{st}"));
+    let st = d.ctl_json(&["accel", "stats"]);
+    let copy = accel_op(&st, "copy", "software");
     assert_eq!(u(&copy["executed"]), ios, "one accel copy per IO: {st}");
     assert_eq!(u(&copy["bytes"]), ios * 4096, "{st}");
     assert_eq!(u(&copy["failed"]), 0);
@@ -376,7 +326,7 @@ async fn malloc_io_runs_as_accel_copies_seen_by_cli_and_metrics() {
         batches > 0 && batches <= ios,
         "{batches} batches for {ios} IOs"
     );
-    let text = ctl_ok(&d, &["accel", "stats"]);
+    let text = d.ctl_ok(&["accel", "stats"]);
     assert!(
         text.contains("copy") && text.contains(&ios.to_string()),
         "{text}"
@@ -399,7 +349,7 @@ async fn malloc_io_runs_as_accel_copies_seen_by_cli_and_metrics() {
         batches as f64
     );
 
-    let info = ctl_json(&d, &["engine", "info"]);
+    let info = d.ctl_json(&["engine", "info"]);
     assert_eq!(info["accel_modules"][0], "software", "{info}");
 }
 
@@ -453,7 +403,7 @@ async fn devices_given_in_the_environment_are_listed() {
             "malloc:///e0?size_mb=4,null:///e1?size_mb=2&blk_size=4096",
         )],
     );
-    let json = ctl_json(&d, &["bdev", "list"]);
+    let json = d.ctl_json(&["bdev", "list"]);
     let bdevs = json["bdevs"].as_array().expect("a bdevs array");
     let got: Vec<_> = bdevs.iter().map(|b| b["name"].as_str().unwrap()).collect();
     assert_eq!(got, ["e0", "e1"], "{json}");
@@ -488,7 +438,7 @@ async fn cli_creates_gets_lists_and_destroys_devices() {
 
     // create (table): a key/value list with every field.
     let uri = format!("malloc:///cli0?size_mb=16&blk_size=4096&uuid={uuid}");
-    let kv = key_values(&ctl_ok(&d, &["bdev", "create", &uri]));
+    let kv = key_values(&d.ctl_ok(&["bdev", "create", &uri]));
     assert_eq!(kv["name"], "cli0");
     assert_eq!(kv["uuid"], uuid, "the uuid given is echoed");
     assert_eq!(kv["uri"], uri, "already canonical");
@@ -500,14 +450,11 @@ async fn cli_creates_gets_lists_and_destroys_devices() {
     assert_eq!(kv["open count"], "0");
 
     // create (JSON): the API's fields, sizes in bytes, canonical URI.
-    let n = ctl_json(
-        &d,
-        &[
-            "bdev",
-            "create",
-            "NULL:///cli1?blk_size=512&num_blocks=2048",
-        ],
-    );
+    let n = d.ctl_json(&[
+        "bdev",
+        "create",
+        "NULL:///cli1?blk_size=512&num_blocks=2048",
+    ]);
     assert_eq!(n["name"], "cli1");
     assert_eq!(n["product"], "null");
     assert_eq!(n["uri"], "null:///cli1?num_blocks=2048&blk_size=512");
@@ -519,18 +466,18 @@ async fn cli_creates_gets_lists_and_destroys_devices() {
     assert!(is_uuid(&n_uuid) && n_uuid != uuid, "{n}");
 
     // get (JSON) gives what create gave.
-    let g = ctl_json(&d, &["bdev", "get", "cli0"]);
+    let g = d.ctl_json(&["bdev", "get", "cli0"]);
     assert_eq!(g["uuid"], uuid);
     assert_eq!(u(&g["size_bytes"]), 16 << 20);
     assert_eq!(u(&g["block_size"]), 4096);
     assert_eq!(g["product"], "malloc");
-    assert_eq!(ctl_json(&d, &["bdev", "get", "cli1"]), n);
-    let kv = key_values(&ctl_ok(&d, &["bdev", "get", "cli1"]));
+    assert_eq!(d.ctl_json(&["bdev", "get", "cli1"]), n);
+    let kv = key_values(&d.ctl_ok(&["bdev", "get", "cli1"]));
     assert_eq!(kv["uuid"], n_uuid);
     assert_eq!(kv["size"], "1.0 MiB (1048576 bytes)");
 
     // list (table): aligned columns, a row per device.
-    let list = ctl_ok(&d, &["bdev", "list"]);
+    let list = d.ctl_ok(&["bdev", "list"]);
     let rows = table(&list, &BDEV_LIST_HEADERS);
     let cli0 = [
         "cli0", "malloc", "16.0 MiB", "4096", "4096", "no", "0", "no", uuid,
@@ -541,30 +488,30 @@ async fn cli_creates_gets_lists_and_destroys_devices() {
     assert_eq!(rows, [cli0, cli1], "{list}");
 
     // list (JSON).
-    let json = ctl_json(&d, &["bdev", "list"]);
+    let json = d.ctl_json(&["bdev", "list"]);
     let bdevs = json["bdevs"].as_array().expect("bdevs");
     assert_eq!(bdevs.len(), 2, "{json}");
     assert_eq!(bdevs[0]["uuid"], uuid);
     assert_eq!(bdevs[1], n);
 
     // destroy, then the device is gone everywhere.
-    let out = ctl_ok(&d, &["bdev", "destroy", "cli1"]);
+    let out = d.ctl_ok(&["bdev", "destroy", "cli1"]);
     assert_eq!(out, "destroyed device \"cli1\"\n");
     assert_eq!(
-        ctl_json(&d, &["bdev", "destroy", "cli0"]),
+        d.ctl_json(&["bdev", "destroy", "cli0"]),
         serde_json::json!({})
     );
     assert_eq!(
-        ctl_json(&d, &["bdev", "list"]),
+        d.ctl_json(&["bdev", "list"]),
         serde_json::json!({"bdevs": []})
     );
     let msg = ctl_fails(&d, &["bdev", "get", "cli1"], "NOT_FOUND");
     assert!(msg.contains("cli1"), "{msg}");
     // An empty list is still a (header-only) table.
-    let empty = ctl_ok(&d, &["bdev", "list"]);
+    let empty = d.ctl_ok(&["bdev", "list"]);
     assert!(table(&empty, &BDEV_LIST_HEADERS).is_empty(), "{empty}");
     // The name is free again.
-    ctl_ok(&d, &["bdev", "create", "null:///cli1?size_mb=1"]);
+    d.ctl_ok(&["bdev", "create", "null:///cli1?size_mb=1"]);
 }
 
 // ---------------------------------------------------------------------------
@@ -607,7 +554,7 @@ async fn io_stats_count_exactly_the_perf_runs_ios_and_reset_zeroes_them() {
         "s0",
     );
 
-    let json = ctl_json(&d, &["stats", "io", "s0"]);
+    let json = d.ctl_json(&["stats", "io", "s0"]);
     let s = &json["stats"][0];
     assert_eq!(json["stats"].as_array().unwrap().len(), 1, "{json}");
     assert_eq!(s["name"], "s0");
@@ -641,7 +588,7 @@ async fn io_stats_count_exactly_the_perf_runs_ios_and_reset_zeroes_them() {
     assert!(u(&json["uptime_ns"]) > 0);
 
     // Every device, ordered by name; s1 saw only writes.
-    let all = ctl_json(&d, &["stats", "io"]);
+    let all = d.ctl_json(&["stats", "io"]);
     let names: Vec<_> = all["stats"]
         .as_array()
         .unwrap()
@@ -654,7 +601,7 @@ async fn io_stats_count_exactly_the_perf_runs_ios_and_reset_zeroes_them() {
     assert_eq!(u(&all["stats"][1]["read"]["ops"]), 0, "{all}");
 
     // The table shows the same counts, aligned.
-    let text = ctl_ok(&d, &["stats", "io", "s0"]);
+    let text = d.ctl_ok(&["stats", "io", "s0"]);
     let rows = table(&text, &IO_STATS_HEADERS);
     assert_eq!(rows.len(), 5, "a row per operation type:\n{text}");
     assert_eq!(row(&rows, &["s0", "write"])[2], w0.to_string(), "{text}");
@@ -689,7 +636,7 @@ async fn io_stats_count_exactly_the_perf_runs_ios_and_reset_zeroes_them() {
     );
 
     // After the runs every IO object is back in the pool.
-    let pools = ctl_json(&d, &["stats", "pools"]);
+    let pools = d.ctl_json(&["stats", "pools"]);
     let pool = &pools["pools"][0];
     assert_eq!(pool["name"], "bdev_io", "{pools}");
     assert_eq!(u(&pool["in_use"]), 0, "{pools}");
@@ -709,9 +656,9 @@ async fn io_stats_count_exactly_the_perf_runs_ios_and_reset_zeroes_them() {
     assert_eq!(sum("gets"), sum("puts"), "{pools}");
 
     // Reset one device: its counters are zero, the other's are kept.
-    let out = ctl_ok(&d, &["stats", "reset", "s0"]);
+    let out = d.ctl_ok(&["stats", "reset", "s0"]);
     assert_eq!(out, "reset the IO counters of device \"s0\"\n");
-    let json = ctl_json(&d, &["stats", "io", "s0"]);
+    let json = d.ctl_json(&["stats", "io", "s0"]);
     for op in ["read", "write"] {
         let o = &json["stats"][0][op];
         for k in [
@@ -726,16 +673,16 @@ async fn io_stats_count_exactly_the_perf_runs_ios_and_reset_zeroes_them() {
         }
     }
     assert_eq!(
-        u(&ctl_json(&d, &["stats", "io", "s1"])["stats"][0]["write"]["ops"]),
+        u(&d.ctl_json(&["stats", "io", "s1"])["stats"][0]["write"]["ops"]),
         w1
     );
-    let rows = table(&ctl_ok(&d, &["stats", "io", "s0"]), &IO_STATS_HEADERS);
+    let rows = table(&d.ctl_ok(&["stats", "io", "s0"]), &IO_STATS_HEADERS);
     assert_eq!(row(&rows, &["s0", "write"])[2..6], ["0", "0 B", "0", "-"]);
 
     // Reset every device.
-    assert_eq!(ctl_json(&d, &["stats", "reset"]), serde_json::json!({}));
+    assert_eq!(d.ctl_json(&["stats", "reset"]), serde_json::json!({}));
     assert_eq!(
-        u(&ctl_json(&d, &["stats", "io", "s1"])["stats"][0]["write"]["ops"]),
+        u(&d.ctl_json(&["stats", "io", "s1"])["stats"][0]["write"]["ops"]),
         0
     );
     let body = http::get(&d.metrics_url()).expect("GET /metrics").text();
@@ -800,7 +747,7 @@ async fn stats_io_watch_prints_rates_while_a_run_goes_on() {
         "stats", "io", "w0", "--watch", "0.5", "--count", "2", "--output", "json",
     ];
     let started = Instant::now();
-    let text = tokio::task::block_in_place(|| ctl_ok(&d, &args));
+    let text = tokio::task::block_in_place(|| d.ctl_ok(&args));
     let took = started.elapsed();
     assert!(
         took >= Duration::from_millis(900),
@@ -830,7 +777,7 @@ async fn stats_io_watch_prints_rates_while_a_run_goes_on() {
 
     // Table: a heading line and an aligned table per interval.
     let args = ["stats", "io", "w0", "--watch", "0.5", "--count", "2"];
-    let text = tokio::task::block_in_place(|| ctl_ok(&d, &args));
+    let text = tokio::task::block_in_place(|| d.ctl_ok(&args));
     let blocks: Vec<&str> = text.split("\n\n").collect();
     assert_eq!(blocks.len(), 2, "2 intervals:\n{text}");
     for block in blocks {
@@ -870,7 +817,7 @@ async fn engine_info_reactor_and_pool_stats_describe_the_daemon() {
     let cpu = available_cpus()[0];
     let d = Daemon::start_quiet(Vec::<String>::new());
 
-    let info = ctl_json(&d, &["engine", "info"]);
+    let info = d.ctl_json(&["engine", "info"]);
     assert_eq!(info["version"], VERSION, "{info}");
     assert!(!info["git_revision"].as_str().unwrap().is_empty(), "{info}");
     assert_eq!(info["cores"], serde_json::json!([cpu]), "{info}");
@@ -882,13 +829,13 @@ async fn engine_info_reactor_and_pool_stats_describe_the_daemon() {
         serde_json::json!(["software"]),
         "{info}"
     );
-    let kv = key_values(&ctl_ok(&d, &["engine", "info"]));
+    let kv = key_values(&d.ctl_ok(&["engine", "info"]));
     assert_eq!(kv["version"], VERSION);
     assert_eq!(kv["cores"], cpu.to_string());
     assert_eq!(kv["poll mode"], "adaptive");
     assert_eq!(kv["io pool size"], "65535");
 
-    let reactors = ctl_json(&d, &["stats", "reactors"]);
+    let reactors = d.ctl_json(&["stats", "reactors"]);
     let list = reactors["reactors"].as_array().expect("reactors");
     assert_eq!(list.len(), 1, "one core, one reactor: {reactors}");
     let r = &list[0];
@@ -909,11 +856,11 @@ async fn engine_info_reactor_and_pool_stats_describe_the_daemon() {
         }
     })
     .await;
-    let reactors = ctl_json(&d, &["stats", "reactors"]);
+    let reactors = d.ctl_json(&["stats", "reactors"]);
     let r = &reactors["reactors"][0];
     assert!(u(&r["iterations"]) > 0, "the reactor polls: {reactors}");
     assert!(u(&r["idle_ns"]) > 0, "an idle reactor is idle: {reactors}");
-    let text = ctl_ok(&d, &["stats", "reactors"]);
+    let text = d.ctl_ok(&["stats", "reactors"]);
     let rows = table(
         &text,
         &[
@@ -933,7 +880,7 @@ async fn engine_info_reactor_and_pool_stats_describe_the_daemon() {
         ["0".to_string(), cpu.to_string(), "adaptive".into()]
     );
 
-    let pools = ctl_json(&d, &["stats", "pools"]);
+    let pools = d.ctl_json(&["stats", "pools"]);
     let list = pools["pools"].as_array().expect("pools");
     assert_eq!(list.len(), 1, "{pools}");
     let p = &list[0];
@@ -947,7 +894,7 @@ async fn engine_info_reactor_and_pool_stats_describe_the_daemon() {
         u(&info["io_pool_cache"]),
         "{pools} vs {info}"
     );
-    let text = ctl_ok(&d, &["stats", "pools"]);
+    let text = d.ctl_ok(&["stats", "pools"]);
     let (pool_table, core_table) = text.split_once("\n\n").expect("two tables");
     let rows = table(
         pool_table,
@@ -986,17 +933,17 @@ async fn engine_info_reactor_and_pool_stats_describe_the_daemon() {
             ("IO_ENGINE_IO_POOL_CACHE", "16"),
         ],
     );
-    let info = ctl_json(&d, &["engine", "info"]);
+    let info = d.ctl_json(&["engine", "info"]);
     assert_eq!(info["poll_mode"], "busy", "{info}");
     assert_eq!(
         (u(&info["io_pool_size"]), u(&info["io_pool_cache"])),
         (1024, 16),
         "{info}"
     );
-    let pools = ctl_json(&d, &["stats", "pools"]);
+    let pools = d.ctl_json(&["stats", "pools"]);
     assert_eq!(u(&pools["pools"][0]["capacity"]), 1024, "{pools}");
     assert_eq!(u(&pools["pools"][0]["cache_size"]), 16, "{pools}");
-    let reactors = ctl_json(&d, &["stats", "reactors"]);
+    let reactors = d.ctl_json(&["stats", "reactors"]);
     assert_eq!(reactors["reactors"][0]["poll_mode"], "busy", "{reactors}");
 }
 
@@ -1194,7 +1141,7 @@ async fn cli_reports_server_errors_with_their_code_and_exit_1() {
         );
     }
     // The existing device was not replaced by the failed create.
-    let m0 = ctl_json(&d, &["bdev", "get", "m0"]);
+    let m0 = d.ctl_json(&["bdev", "get", "m0"]);
     assert_eq!(u(&m0["size_bytes"]), 16 << 20, "{m0}");
 }
 

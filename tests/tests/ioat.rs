@@ -9,53 +9,13 @@ use std::process::Output;
 
 use io_engine_api::v1 as pb;
 use io_engine_tests::daemon::Daemon;
-use io_engine_tests::{available_cpus, bin, cpu_mask, http, run};
+use io_engine_tests::http::sample;
+use io_engine_tests::{accel_op, available_cpus, bin, cpu_mask, http, run, u};
 use pb::perf_service_client::PerfServiceClient;
 use serde_json::Value;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn ctl_json(d: &Daemon, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["--output", "json"]);
-    let out = d.ctl(&all);
-    assert!(
-        out.status.success(),
-        "io-engine-ctl {all:?}: {}",
-        text(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "io-engine-ctl {all:?}: not JSON ({e}): {}",
-            text(&out.stdout)
-        )
-    })
-}
-
-fn ctl_text(d: &Daemon, args: &[&str]) -> String {
-    let out = d.ctl(args);
-    assert!(
-        out.status.success(),
-        "io-engine-ctl {args:?}: {}",
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64()
-        .unwrap_or_else(|| panic!("{v} is not an unsigned integer"))
-}
-
-fn sample(body: &str, series: &str) -> f64 {
-    body.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no sample {series} in /metrics:\n{body}"))
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 async fn perf(d: &Daemon, workload: &str, verify: bool) -> pb::RunPerfResponse {
@@ -92,13 +52,13 @@ async fn the_daemon_moves_malloc_data_on_the_ioat_model() {
     let log = d.stderr();
     assert!(log.contains("ioat: 2 channels ready"), "{log}");
 
-    let modules = ctl_json(&d, &["accel", "modules"]);
+    let modules = d.ctl_json(&["accel", "modules"]);
     let first = &modules["modules"][0];
     assert_eq!(first["name"], "ioat", "ioat first: {modules}");
     assert_eq!(first["opcodes"], serde_json::json!(["copy", "fill"]));
     assert_eq!(modules["modules"][1]["name"], "software");
-    assert!(ctl_text(&d, &["accel", "modules"]).contains("ioat"));
-    let a = ctl_json(&d, &["accel", "assignments"]);
+    assert!(d.ctl_ok(&["accel", "modules"]).contains("ioat"));
+    let a = d.ctl_json(&["accel", "assignments"]);
     let assigned = |op: &str| {
         a["assignments"]
             .as_array()
@@ -122,26 +82,16 @@ async fn the_daemon_moves_malloc_data_on_the_ioat_model() {
         .map(|x| x.total.as_ref().unwrap().ios)
         .sum();
 
-    let st = ctl_json(&d, &["accel", "stats"]);
-    let copy = st["ops"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["opcode"] == "copy" && o["module"] == "ioat")
-        .unwrap_or_else(|| panic!("{st}"));
+    let st = d.ctl_json(&["accel", "stats"]);
+    let copy = accel_op(&st, "copy", "ioat");
     assert_eq!(u(&copy["executed"]), ios, "one I/OAT copy per IO: {st}");
     assert_eq!(u(&copy["failed"]), 0, "{st}");
-    let soft = st["ops"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["opcode"] == "copy" && o["module"] == "software")
-        .unwrap();
+    let soft = accel_op(&st, "copy", "software");
     assert_eq!(u(&soft["executed"]), 0, "nothing fell back: {st}");
-    let table = ctl_text(&d, &["accel", "stats"]);
+    let table = d.ctl_ok(&["accel", "stats"]);
     assert!(table.contains("ioat"), "{table}");
 
-    let info = ctl_json(&d, &["engine", "info"]);
+    let info = d.ctl_json(&["engine", "info"]);
     assert_eq!(info["accel_modules"][0], "ioat", "{info}");
     let notes: Vec<&str> = info["accel_notes"]
         .as_array()
@@ -155,7 +105,7 @@ async fn the_daemon_moves_malloc_data_on_the_ioat_model() {
             .any(|n| n.starts_with("ioat: 2 channels ready: model-")),
         "{info}"
     );
-    assert!(ctl_text(&d, &["engine", "info"]).contains("accel note"));
+    assert!(d.ctl_ok(&["engine", "info"]).contains("accel note"));
 
     let body = http::get(&d.metrics_url()).expect("GET /metrics").text();
     assert_eq!(
@@ -189,7 +139,7 @@ async fn the_daemon_moves_malloc_data_on_the_ioat_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ioat_on_a_host_without_it_runs_on_software_and_says_why() {
     let d = Daemon::start_quiet(["--ioat", "--bdev", "malloc:///m0?size_mb=8&blk_size=4096"]);
-    let info = ctl_json(&d, &["engine", "info"]);
+    let info = d.ctl_json(&["engine", "info"]);
     let notes = info["accel_notes"].as_array().unwrap();
     let all: Vec<&str> = notes.iter().map(|n| n.as_str().unwrap()).collect();
     if all
@@ -210,7 +160,7 @@ async fn ioat_on_a_host_without_it_runs_on_software_and_says_why() {
         log.contains("copy and fill run on the software module"),
         "{log}"
     );
-    let a = ctl_json(&d, &["accel", "assignments"]);
+    let a = d.ctl_json(&["accel", "assignments"]);
     for entry in a["assignments"].as_array().unwrap() {
         assert_eq!(entry["module"], "software", "{a}");
     }
@@ -340,11 +290,7 @@ fn bdev_perf_verifies_a_malloc_device_through_the_model() {
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let ops = v["accel"]["ops"].as_array().unwrap();
-    let copy = ops
-        .iter()
-        .find(|o| o["opcode"] == "copy" && o["module"] == "ioat")
-        .unwrap_or_else(|| panic!("{v}"));
+    let copy = accel_op(&v["accel"], "copy", "ioat");
     assert!(u(&copy["executed"]) > 0);
     assert_eq!(u(&copy["failed"]), 0);
     assert!(

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use io_engine_api::v1 as pb;
 use io_engine_tests::daemon::Daemon;
-use io_engine_tests::{available_cpus, http, output_with_timeout};
+use io_engine_tests::{available_cpus, http, output_with_timeout, u};
 use pb::export_service_client::ExportServiceClient;
 use pb::stats_service_client::StatsServiceClient;
 use serde_json::Value;
@@ -199,10 +199,6 @@ fn json_in(text: &str) -> Value {
         .find(['{', '['])
         .unwrap_or_else(|| panic!("no JSON in:\n{text}"));
     serde_json::from_str(&text[start..]).unwrap_or_else(|e| panic!("bad JSON ({e}):\n{text}"))
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
 /// Polls `cond` every 10 ms until it holds; panics with `what` after
