@@ -6,6 +6,7 @@
 //! benchmark's main thread, the control plane); each job runs on its
 //! reactor (see `job`).
 
+pub mod args;
 mod job;
 
 pub use job::{JobResult, Progress, Workload};

@@ -19,6 +19,7 @@ use clap::Parser;
 use io_engine::accel::ioat::IoatArgs;
 use io_engine::accel::{Accel, Assignment, Opcode};
 use io_engine::env::cores::CoreSet;
+use io_engine::perf::args;
 use io_engine::reactor::{PollMode, Reactors};
 use serde_json::json;
 use worker::{Config, Outcome, Workload};
@@ -52,7 +53,7 @@ struct Args {
     alloc_depth: Option<u32>,
 
     /// Run time in seconds.
-    #[arg(short = 't', long = "time", default_value_t = 5.0, value_parser = parse_seconds)]
+    #[arg(short = 't', long = "time", default_value_t = 5.0, value_parser = args::parse_seconds)]
     seconds: f64,
 
     /// Cores as a hex mask, e.g. 0x3 (default: the first CPU allowed).
@@ -107,29 +108,9 @@ struct Args {
     ceiling: bool,
 }
 
+/// `-o`: 1 byte to 1 GiB, with a k/m suffix.
 fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let (num, mul) = match t.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&t[..i], 1024),
-        Some((i, 'm' | 'M')) => (&t[..i], 1024 * 1024),
-        _ => (t, 1),
-    };
-    let n: usize = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (bytes, or with a k/m suffix)"))?;
-    match n.checked_mul(mul) {
-        Some(v) if (1..=1 << 30).contains(&v) => Ok(v),
-        _ => Err(format!("{s:?}: the transfer size must be 1 byte to 1 GiB")),
-    }
-}
-
-fn parse_seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
-        _ => Err(format!(
-            "{s:?} is not a run time: give seconds above 0, at most 86400"
-        )),
-    }
+    args::parse_size(s, "transfer size", 1 << 30).map(|v| v as usize)
 }
 
 fn main() -> ExitCode {

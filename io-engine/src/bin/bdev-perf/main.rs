@@ -15,7 +15,7 @@ use io_engine::accel::Accel;
 use io_engine::accel::ioat::IoatArgs;
 use io_engine::bdev::{BdevRegistry, IoPoolConfig};
 use io_engine::env::cores::CoreSet;
-use io_engine::perf::{self, MAX_SECONDS, PerfSpec, Workload};
+use io_engine::perf::{self, PerfSpec, Workload, args};
 use io_engine::pool::DEFAULT_CACHE_SIZE;
 use io_engine::reactor::{PollMode, Reactors};
 
@@ -55,7 +55,7 @@ struct Args {
     read_percent: u32,
 
     /// Run time in seconds.
-    #[arg(short = 't', long = "time", default_value_t = 5.0, value_parser = parse_seconds)]
+    #[arg(short = 't', long = "time", default_value_t = 5.0, value_parser = args::parse_seconds)]
     seconds: f64,
 
     /// Verify: each queue slot writes a pattern to random blocks of its
@@ -85,31 +85,9 @@ struct Args {
     bdevs: Vec<String>,
 }
 
+/// `-o`: 1 byte and up, with a k/m suffix.
 fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mul) = match t.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&t[..i], 1024),
-        Some((i, 'm' | 'M')) => (&t[..i], 1024 * 1024),
-        _ => (t, 1),
-    };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (bytes, or with a k/m suffix)"))?;
-    match n.checked_mul(mul) {
-        Some(0) | None => Err(format!(
-            "{s:?}: the IO size must be between 1 byte and 16 EiB"
-        )),
-        Some(v) => Ok(v),
-    }
-}
-
-fn parse_seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= MAX_SECONDS => Ok(v),
-        _ => Err(format!(
-            "{s:?} is not a run time: give a number of seconds above 0 and at most {MAX_SECONDS} (30 days)"
-        )),
-    }
+    args::parse_size(s, "IO size", u64::MAX)
 }
 
 /// A setup error: printed as one line, exit status 2.
