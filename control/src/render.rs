@@ -70,6 +70,7 @@ pub(crate) fn accel_modules(r: &ListModulesResponse) -> String {
         ("OPCODES", Left),
         ("MAX BATCH", Right),
         ("MAX TRANSFER", Right),
+        ("IMPLEMENTATION", Left),
     ]);
     for m in &r.modules {
         t.row(vec![
@@ -77,6 +78,7 @@ pub(crate) fn accel_modules(r: &ListModulesResponse) -> String {
             m.opcodes.join(","),
             m.max_batch.to_string(),
             m.max_transfer.to_string(),
+            m.implementation.clone(),
         ]);
     }
     t.render()

@@ -73,6 +73,7 @@ struct AccelModuleJson<'a> {
     opcodes: &'a [String],
     max_batch: u64,
     max_transfer: u64,
+    implementation: &'a str,
 }
 
 impl<'a> AccelModulesJson<'a> {
@@ -87,6 +88,7 @@ impl<'a> AccelModulesJson<'a> {
                     opcodes: &m.opcodes,
                     max_batch: m.max_batch,
                     max_transfer: m.max_transfer,
+                    implementation: &m.implementation,
                 })
                 .collect(),
         }

@@ -307,8 +307,25 @@ async fn malloc_io_runs_as_accel_copies_seen_by_cli_and_metrics() {
         ]
     );
     assert!(u(&m["max_batch"]) > 1);
+    // The kernels the CPU runs, from its own flags.
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    let flags: Vec<&str> = cpu
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .map(|l| l.split_whitespace().collect())
+        .unwrap_or_default();
+    let isa = if flags.contains(&"avx512f") && flags.contains(&"avx2") {
+        "avx512"
+    } else if flags.contains(&"avx2") {
+        "avx2"
+    } else {
+        "scalar"
+    };
+    assert_eq!(m["implementation"], format!("{isa} kernels"), "{modules}");
     let table = d.ctl_ok(&["accel", "modules"]);
     assert!(table.contains("software"), "{table}");
+    assert!(table.contains("IMPLEMENTATION"), "{table}");
+    assert!(table.contains(&format!("{isa} kernels")), "{table}");
 
     let a = d.ctl_json(&["accel", "assignments"]);
     for entry in a["assignments"].as_array().unwrap() {

@@ -56,6 +56,12 @@ async fn the_daemon_moves_malloc_data_on_the_ioat_model() {
     let first = &modules["modules"][0];
     assert_eq!(first["name"], "ioat", "ioat first: {modules}");
     assert_eq!(first["opcodes"], serde_json::json!(["copy", "fill"]));
+    let imp = first["implementation"].as_str().unwrap();
+    assert_eq!(
+        imp.matches("model-").count(),
+        2,
+        "both model channels: {modules}"
+    );
     assert_eq!(modules["modules"][1]["name"], "software");
     assert!(d.ctl_ok(&["accel", "modules"]).contains("ioat"));
     let a = d.ctl_json(&["accel", "assignments"]);

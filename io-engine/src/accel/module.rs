@@ -21,6 +21,10 @@ pub trait Module: Send + Sync {
     /// The most tasks it takes in one [`ModuleChannel::submit`].
     fn max_batch(&self) -> usize;
 
+    /// What runs its tasks, in a few words, for ListModules: the software
+    /// module's kernel ISA, the I/OAT module's channels.
+    fn implementation(&self) -> String;
+
     /// A channel for the calling thread, or `None` when the module has no
     /// channel to give it (I/OAT: every hardware channel is taken); the
     /// framework then runs that thread's tasks on the software module.

@@ -57,6 +57,8 @@ pub struct ModuleInfo {
     pub max_batch: usize,
     /// Longest copy it takes, in bytes.
     pub max_transfer: usize,
+    /// What runs its tasks ([`Module::implementation`]).
+    pub implementation: String,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -149,6 +151,7 @@ impl Accel {
                 opcodes: Opcode::ALL.into_iter().filter(|&o| m.supports(o)).collect(),
                 max_batch: m.max_batch(),
                 max_transfer: m.max_transfer(Opcode::Copy),
+                implementation: m.implementation(),
             })
             .collect()
     }

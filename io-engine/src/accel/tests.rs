@@ -305,6 +305,9 @@ impl Module for Absent {
     fn max_batch(&self) -> usize {
         8
     }
+    fn implementation(&self) -> String {
+        "nothing".into()
+    }
     fn create_channel(&self) -> Option<Box<dyn ModuleChannel>> {
         None
     }

@@ -400,6 +400,7 @@ impl pb::accel_service_server::AccelService for Services {
                 opcodes: m.opcodes.iter().map(|o| o.name().into()).collect(),
                 max_batch: m.max_batch as u64,
                 max_transfer: m.max_transfer as u64,
+                implementation: m.implementation,
             })
             .collect();
         Ok(Response::new(pb::ListModulesResponse { modules }))

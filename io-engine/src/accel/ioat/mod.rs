@@ -138,6 +138,9 @@ pub struct Ioat {
     max_batch: usize,
     notes: Vec<String>,
     counters: Vec<Arc<DriverCounters>>,
+    /// The started channels' devices (PCI addresses; `model-N` for the
+    /// device model), for [`Module::implementation`].
+    channel_names: Vec<String>,
 }
 
 impl Ioat {
@@ -245,6 +248,7 @@ impl Ioat {
             }
         }
         let counters = channels.iter().map(|c| c.counters().clone()).collect();
+        let channel_names = channels.iter().map(|c| c.name().to_string()).collect();
         Ioat {
             pool: Arc::new(Pool {
                 free: Mutex::new(channels),
@@ -255,6 +259,7 @@ impl Ioat {
             max_batch,
             notes,
             counters,
+            channel_names,
         }
     }
 
@@ -377,6 +382,13 @@ impl Module for Ioat {
 
     fn max_batch(&self) -> usize {
         self.max_batch
+    }
+
+    fn implementation(&self) -> String {
+        match self.channel_names.as_slice() {
+            [] => "no channel".into(),
+            names => names.join(", "),
+        }
     }
 
     fn create_channel(&self) -> Option<Box<dyn ModuleChannel>> {

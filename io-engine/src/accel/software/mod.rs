@@ -49,6 +49,9 @@ impl Module for Software {
     fn max_batch(&self) -> usize {
         MAX_BATCH
     }
+    fn implementation(&self) -> String {
+        format!("{} kernels", self.isa())
+    }
     fn create_channel(&self) -> Option<Box<dyn ModuleChannel>> {
         Some(Box::new(SoftwareChannel { k: self.k }))
     }
