@@ -93,6 +93,7 @@ const REPLY_FLAG_DONE: u16 = 1;
 const EPERM: u32 = 1;
 const EINVAL: u32 = 22;
 const ENOSPC: u32 = 28;
+const ESHUTDOWN: u32 = 108;
 
 // ---------------------------------------------------------------------------
 // Helpers: files, data, tools, gRPC
@@ -1610,8 +1611,139 @@ fn clients_beyond_the_connection_limit_are_refused() {
 }
 
 // ---------------------------------------------------------------------------
-// 7. SIGTERM
+// 7. Unshare and SIGTERM
 // ---------------------------------------------------------------------------
+
+/// Asserts the server ends the connection with a FIN (end of file, not a
+/// reset) within [`IO_TIMEOUT`], with nothing more sent.
+fn expect_fin(c: &mut Raw, what: &str) {
+    let mut buf = [0u8; 4096];
+    match c.s.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!(
+            "{what}: {n} more bytes instead of EOF: {:02x?}",
+            &buf[..n.min(64)]
+        ),
+        Err(e) => panic!("{what}: {e} instead of EOF"),
+    }
+}
+
+#[test]
+fn an_unshare_answers_what_was_taken_refuses_the_rest_with_eshutdown_and_ends_with_a_fin() {
+    let d = start(&["malloc:///m0?size_mb=8"], &["m0"], &[]);
+    let writes = || {
+        metric(
+            &d,
+            "io_engine_nbd_requests_total",
+            &["export=\"m0\"", "cmd=\"write\""],
+        )
+    };
+    let (mut c, _, _) = Raw::open(d.nbd_addr(), "m0");
+    let data = random_bytes(8192, 11);
+    // A WRITE the server takes before the unshare, its payload half sent.
+    let taken = c.request(0, CMD_WRITE, 8192, 8192, &data[..4096]);
+    eventually("the server took the WRITE", || writes() == 1.0);
+    d.ctl_ok(&["bdev", "unshare", "m0"]);
+
+    // Requests after the unshare are answered ESHUTDOWN, not executed; a
+    // refused WRITE's payload is skipped (the next header is found).
+    c.send(&data[4096..]);
+    assert_eq!(
+        c.simple_reply(),
+        (0, taken),
+        "the WRITE taken before is done"
+    );
+    let r = c.request(0, CMD_READ, 0, 4096, &[]);
+    assert_eq!(c.simple_reply(), (ESHUTDOWN, r), "a READ after the unshare");
+    let w = c.request(0, CMD_WRITE, 0, 4096, &[0xee; 4096]);
+    assert_eq!(
+        c.simple_reply(),
+        (ESHUTDOWN, w),
+        "a WRITE after the unshare"
+    );
+    let f = c.request(0, CMD_FLUSH, 0, 0, &[]);
+    assert_eq!(
+        c.simple_reply(),
+        (ESHUTDOWN, f),
+        "a FLUSH after the unshare"
+    );
+    // The client disconnects, as the spec has it do on ESHUTDOWN.
+    c.request(0, CMD_DISC, 0, 0, &[]);
+    expect_fin(&mut c, "after DISC");
+
+    // The device is free: shared again, it holds the WRITE taken before
+    // and not the refused one, and the refusals were counted.
+    d.ctl_ok(&["bdev", "share", "m0"]);
+    let (mut c, _, _) = Raw::open(d.nbd_addr(), "m0");
+    assert_same(
+        &c.read_at(8192, 8192),
+        &data,
+        "the WRITE taken before the unshare",
+    );
+    assert_eq!(
+        c.read_at(0, 4096),
+        vec![0; 4096],
+        "the refused WRITE is not executed"
+    );
+    assert_eq!(
+        metric(
+            &d,
+            "io_engine_nbd_errors_total",
+            &["export=\"m0\"", "errno=\"ESHUTDOWN\""]
+        ),
+        3.0
+    );
+
+    // An idle client gets a FIN once the export goes, and the device can
+    // be destroyed at once: the lingering socket holds nothing of it.
+    d.ctl_ok(&["bdev", "unshare", "m0"]);
+    expect_fin(&mut c, "an idle client after the unshare");
+    d.ctl_ok(&["bdev", "destroy", "m0"]);
+}
+
+#[test]
+fn a_pipelining_client_at_an_unshare_gets_every_request_answered_then_a_fin() {
+    let d = start(&["malloc:///m0?size_mb=64"], &["m0"], &[]);
+    let (mut c, _, _) = Raw::open(d.nbd_addr(), "m0");
+    let mut sent = std::collections::HashSet::new();
+    let mut answered = (0, 0);
+    let mut unshared = false;
+    // Bursts of 16 READs, with the unshare landing somewhere among them.
+    for round in 0..64u64 {
+        let mut burst = Vec::new();
+        for i in 0..16 {
+            sent.insert(c.push_read(&mut burst, ((round * 16 + i) % 1024) * 65536, 65536));
+        }
+        c.send(&burst);
+        if round == 8 {
+            d.ctl_ok(&["bdev", "unshare", "m0"]);
+            unshared = true;
+        }
+        for _ in 0..16 {
+            let (err, cookie) = c.simple_reply();
+            assert!(sent.remove(&cookie), "a reply to a request sent: {cookie}");
+            match err {
+                0 => {
+                    c.recv(65536);
+                    answered.0 += 1;
+                }
+                ESHUTDOWN => {
+                    assert!(unshared, "ESHUTDOWN before the unshare");
+                    answered.1 += 1;
+                }
+                e => panic!("READ answered {e}"),
+            }
+        }
+    }
+    assert!(sent.is_empty());
+    assert!(
+        answered.0 >= 9 * 16,
+        "reads before the unshare are served: {answered:?}"
+    );
+    assert!(answered.1 > 0, "reads after it are refused: {answered:?}");
+    c.request(0, CMD_DISC, 0, 0, &[]);
+    expect_fin(&mut c, "after DISC");
+}
 
 #[test]
 fn sigterm_with_nbd_clients_and_fio_running_exits_0_within_5_s() {

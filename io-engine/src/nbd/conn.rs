@@ -8,6 +8,16 @@
 //! requests in flight are all answered (or a short hold ends: see [`Hold`]),
 //! from the last completion or from a per-connection poller that runs once
 //! per reactor round, so replies completed together leave in one write.
+//!
+//! When its export goes away (unshare, daemon shutdown) a connection
+//! answers what it took, as the NBD spec asks of a server that shuts down:
+//! requests already executing complete and are answered; every request it
+//! reads from then on is answered `ESHUTDOWN` without being executed (the
+//! spec has the client disconnect on that error). Once nothing is in
+//! flight it releases the device and lingers: it goes on answering
+//! `ESHUTDOWN` until the client disconnects or [`LINGER`] has passed, then
+//! shuts its sending side and closes, with nothing unread, so the client
+//! sees a FIN, never a reset.
 
 use std::cell::{Cell, RefCell};
 use std::io::{self, Write};
@@ -59,6 +69,12 @@ impl Stream {
             Stream::Unix(s) => s.set_nonblocking(true),
         }
     }
+    fn shutdown_write(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write),
+        }
+    }
 }
 
 /// Buffers per connection for IOs up to [`SMALL_BUF`]; larger IOs get one
@@ -70,9 +86,19 @@ const READ_CHUNK: usize = 256 << 10;
 /// Stop taking requests while this much output waits for the client.
 const OUTPUT_HIGH_WATER: usize = 64 << 20;
 
+/// How long a connection whose export went away waits, once all it took
+/// is answered, for the client to disconnect before closing itself (a
+/// client that sends requests gets `ESHUTDOWN` and disconnects; an idle
+/// one may not look before this).
+pub const LINGER: Duration = Duration::from_millis(500);
+
 enum Phase {
     Handshake(Box<Handshake>),
     Transmission(Box<Tx>),
+    /// The export went away and everything taken is answered: the device
+    /// is released; requests are answered `ESHUTDOWN` until the client
+    /// disconnects or the TSC passes `until`.
+    Lingering(Lingering),
     Closed,
 }
 
@@ -86,10 +112,39 @@ struct Tx {
     payload: Option<(Request, IoBuf, usize)>,
     /// Payload bytes of a refused WRITE still to skip.
     skip: usize,
-    /// DISC received, or the export is going away: take no more requests.
+    /// DISC received, or the export is going away: execute no more
+    /// requests.
     draining: bool,
+    /// The export is going away and the client has not sent DISC: answer
+    /// each further request `ESHUTDOWN`.
+    refusing: bool,
+    /// When refusing began (TSC): a WRITE whose payload was arriving then
+    /// gets until [`LINGER`] after it to arrive, to be executed and answered.
+    refusing_since: u64,
     /// Last: dropped after `payload`, so its buffer is back first.
     bufs: Buffers,
+}
+
+struct Lingering {
+    counters: Arc<ExportCounters>,
+    structured: bool,
+    /// Payload bytes of a refused WRITE still to skip.
+    skip: usize,
+    until: u64,
+}
+
+impl Tx {
+    /// The export is going away: execute nothing more, answer the rest
+    /// `ESHUTDOWN`.
+    fn refuse(&mut self) {
+        self.draining = true;
+        self.refusing = true;
+        self.refusing_since = tsc::now();
+    }
+}
+
+fn linger_ticks() -> u64 {
+    tsc::ns_to_ticks(LINGER.as_nanos() as u64)
 }
 
 struct State {
@@ -184,7 +239,10 @@ impl Connection {
                 && !tx.draining
                 && tx.attached.closing.load(Ordering::Acquire)
             {
-                tx.draining = true;
+                tx.refuse();
+            }
+            if let Phase::Lingering(l) = &st.phase {
+                reactor::wake_by(l.until);
             }
         }
         if self.has_output() {
@@ -262,20 +320,60 @@ impl Connection {
         wrote
     }
 
-    /// Closes once the client is gone or drained and no IO is in flight.
+    /// Closes once the client is gone or drained and no IO is in flight;
+    /// a connection drained because its export went away lingers first.
     fn maybe_close(&self) {
-        let done = {
+        let (done, linger) = {
             let st = self.state.borrow();
-            let drained = match &st.phase {
-                Phase::Transmission(tx) => tx.draining && st.written == st.output.len(),
-                Phase::Handshake(_) => false,
-                Phase::Closed => true,
+            let (drained, linger) = match &st.phase {
+                Phase::Transmission(tx) => {
+                    // A WRITE taken before the export went away is
+                    // executed once its payload is in (for LINGER at most).
+                    let mid_write = (tx.payload.is_some() || tx.skip > 0)
+                        && tsc::now() < tx.refusing_since + linger_ticks();
+                    (
+                        tx.draining && !mid_write && st.written == st.output.len(),
+                        tx.refusing,
+                    )
+                }
+                Phase::Handshake(_) => (false, false),
+                Phase::Lingering(l) => (tsc::now() >= l.until, false),
+                Phase::Closed => (true, false),
             };
-            (st.eof || drained) && self.in_flight.get() == 0
+            (
+                (st.eof || drained) && self.in_flight.get() == 0,
+                linger && !st.eof,
+            )
         };
-        if done {
-            self.close();
+        if !done {
+            return;
         }
+        let mut st = self.state.borrow_mut();
+        if linger && let Phase::Transmission(tx) = &st.phase {
+            // A WRITE whose payload stopped coming: the rest is skipped.
+            let unread = tx
+                .payload
+                .as_ref()
+                .map_or(0, |(req, _, filled)| req.length as usize - filled);
+            let l = Lingering {
+                counters: tx.counters.clone(),
+                structured: tx.structured,
+                skip: tx.skip + unread,
+                until: tsc::now() + linger_ticks(),
+            };
+            // The channel and the export attachment go here: the device
+            // is free as soon as everything taken is answered.
+            st.phase = Phase::Lingering(l);
+            tracing::debug!(peer = %self.peer, "NBD connection: export gone, all answered");
+            return;
+        }
+        if matches!(st.phase, Phase::Lingering(_)) && !st.eof {
+            // Time is up: the client gets a FIN, not a reset, unless it
+            // sends something between this and the close.
+            let _ = self.sock.shutdown_write();
+        }
+        drop(st);
+        self.close();
     }
 
     fn close(&self) {
@@ -373,6 +471,37 @@ impl Connection {
                         }
                     }
                 }
+                Phase::Lingering(l) => {
+                    let input = &st.input[st.start..];
+                    if l.skip > 0 {
+                        let n = l.skip.min(input.len());
+                        l.skip -= n;
+                        st.start += n;
+                        n > 0
+                    } else {
+                        match RequestParser::parse(input) {
+                            Ok(Some((req, used))) => {
+                                st.start += used;
+                                l.counters.request(req.kind);
+                                if req.kind == Command::Disc {
+                                    st.eof = true;
+                                    return;
+                                }
+                                l.skip = req.payload_len();
+                                l.counters.error(ESHUTDOWN);
+                                self.reply_error(l.structured, &req, ESHUTDOWN, &mut st.output);
+                                true
+                            }
+                            Ok(None) => false,
+                            Err(e) => {
+                                tracing::info!(peer = %self.peer, "NBD connection closed: {e}");
+                                st.start = st.input.len();
+                                st.eof = true;
+                                return;
+                            }
+                        }
+                    }
+                }
                 Phase::Closed => return,
             };
             if !progressed {
@@ -413,6 +542,8 @@ impl Connection {
             payload: None,
             skip: 0,
             draining: false,
+            refusing: false,
+            refusing_since: 0,
         })
     }
 
@@ -446,12 +577,29 @@ impl Connection {
             );
             return Ok(n);
         }
-        if tx.draining {
+        if tx.draining && !tx.refusing {
             return Ok(0);
         }
         let Some((req, used)) = RequestParser::parse(input).map_err(|e| e.to_string())? else {
             return Ok(0);
         };
+        // Checked per request, not only once a round: a request that
+        // arrives after the unshare returned is never executed.
+        if !tx.draining && tx.attached.closing.load(Ordering::Acquire) {
+            tx.refuse();
+        }
+        if tx.refusing {
+            // The export is going away: answer, do not execute.
+            tx.counters.request(req.kind);
+            if req.kind == Command::Disc {
+                tx.refusing = false;
+                return Ok(used);
+            }
+            tx.skip = req.payload_len();
+            tx.counters.error(ESHUTDOWN);
+            self.reply_error(tx.structured, &req, ESHUTDOWN, output);
+            return Ok(used);
+        }
         let export = &tx.attached.info;
         let valid = validate(&req, export, tx.structured, tx.block_status.is_some());
         let buf = match (valid, req.kind) {
