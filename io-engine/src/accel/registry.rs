@@ -191,6 +191,16 @@ impl Accel {
             .unwrap_or_default()
     }
 
+    /// The engine-specific counters of every module that has any, by
+    /// module name, best module first.
+    pub fn engine_counters(&self) -> Vec<(&'static str, Vec<(&'static str, u64)>)> {
+        self.modules
+            .iter()
+            .map(|m| (m.name(), m.counters()))
+            .filter(|(_, c)| !c.is_empty())
+            .collect()
+    }
+
     /// Counters of every channel so far, per (opcode, module) and per
     /// module; pairs that never ran show zeroes.
     pub fn stats(&self) -> (Vec<OpStats>, Vec<ModuleStats>) {

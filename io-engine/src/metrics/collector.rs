@@ -230,17 +230,11 @@ impl Snapshot {
             .unwrap_or_default(),
             accel: guarded("accel counters", || engine.accel().stats()).unwrap_or_default(),
             accel_engine: guarded("accel engine counters", || {
-                let accel = engine.accel();
-                accel
-                    .modules()
+                engine
+                    .accel()
+                    .engine_counters()
                     .into_iter()
-                    .flat_map(|m| {
-                        let m = m.name;
-                        accel
-                            .module_counters(m)
-                            .into_iter()
-                            .map(move |(event, n)| (m, event, n))
-                    })
+                    .flat_map(|(m, c)| c.into_iter().map(move |(event, n)| (m, event, n)))
                     .collect()
             })
             .unwrap_or_default(),

@@ -872,6 +872,10 @@ fn module_notes_and_counters_describe_the_channels() {
     assert_eq!(c["doorbell_writes"], 2 + 1, "two bring-ups, one batch");
     assert_eq!(c["descriptors"], 2 + 10);
     assert!(accel.module_counters("software").is_empty());
+    let all = accel.engine_counters();
+    assert_eq!(all.len(), 1, "only ioat has counters: {all:?}");
+    assert_eq!(all[0].0, "ioat");
+    assert_eq!(all[0].1, accel.module_counters("ioat"));
     let info = accel.modules();
     assert_eq!(info[0].name, "ioat");
     assert_eq!(info[0].opcodes, vec![Opcode::Copy, Opcode::Fill]);

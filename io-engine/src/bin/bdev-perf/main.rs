@@ -207,15 +207,12 @@ fn accel_summary(accel: &Accel) -> serde_json::Value {
         .filter(|s| s.executed + s.failed > 0)
         .collect();
     let mut modules = serde_json::Map::new();
-    for m in accel.modules() {
-        let counters: serde_json::Map<String, serde_json::Value> = accel
-            .module_counters(m.name)
+    for (m, c) in accel.engine_counters() {
+        let counters: serde_json::Map<String, serde_json::Value> = c
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.into()))
             .collect();
-        if !counters.is_empty() {
-            modules.insert(m.name.to_string(), counters.into());
-        }
+        modules.insert(m.to_string(), counters.into());
     }
     serde_json::json!({ "ops": ops, "modules": modules, "notes": accel.notes() })
 }
@@ -228,12 +225,9 @@ fn print_accel(accel: &Accel) {
             s.opcode, s.module, s.executed, s.failed, s.bytes
         );
     }
-    for m in accel.modules() {
-        let c = accel.module_counters(m.name);
-        if !c.is_empty() {
-            let parts: Vec<String> = c.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            println!("accel module {}: {}", m.name, parts.join(", "));
-        }
+    for (m, c) in accel.engine_counters() {
+        let parts: Vec<String> = c.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!("accel module {m}: {}", parts.join(", "));
     }
     for n in accel.notes() {
         println!("accel note: {n}");
