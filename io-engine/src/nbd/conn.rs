@@ -482,14 +482,13 @@ impl Connection {
                         match RequestParser::parse(input) {
                             Ok(Some((req, used))) => {
                                 st.start += used;
-                                l.counters.request(req.kind);
-                                if req.kind == Command::Disc {
-                                    st.eof = true;
-                                    return;
+                                match self.refuse(&l.counters, l.structured, &req, &mut st.output) {
+                                    Some(skip) => l.skip = skip,
+                                    None => {
+                                        st.eof = true;
+                                        return;
+                                    }
                                 }
-                                l.skip = req.payload_len();
-                                l.counters.error(ESHUTDOWN);
-                                self.reply_error(l.structured, &req, ESHUTDOWN, &mut st.output);
                                 true
                             }
                             Ok(None) => false,
@@ -590,14 +589,10 @@ impl Connection {
         }
         if tx.refusing {
             // The export is going away: answer, do not execute.
-            tx.counters.request(req.kind);
-            if req.kind == Command::Disc {
-                tx.refusing = false;
-                return Ok(used);
+            match self.refuse(&tx.counters, tx.structured, &req, output) {
+                Some(skip) => tx.skip = skip,
+                None => tx.refusing = false,
             }
-            tx.skip = req.payload_len();
-            tx.counters.error(ESHUTDOWN);
-            self.reply_error(tx.structured, &req, ESHUTDOWN, output);
             return Ok(used);
         }
         let export = &tx.attached.info;
@@ -689,6 +684,25 @@ impl Connection {
                 self.reply_error(tx.structured, req, errno, output);
             }
         }
+    }
+
+    /// Answers a request of a connection whose export went away:
+    /// `ESHUTDOWN`, unexecuted; returns the payload bytes to skip, or
+    /// `None` for DISC (the client disconnects).
+    fn refuse(
+        &self,
+        counters: &ExportCounters,
+        structured: bool,
+        req: &Request,
+        output: &mut Vec<u8>,
+    ) -> Option<usize> {
+        counters.request(req.kind);
+        if req.kind == Command::Disc {
+            return None;
+        }
+        counters.error(ESHUTDOWN);
+        self.reply_error(structured, req, ESHUTDOWN, output);
+        Some(req.payload_len())
     }
 
     fn reply_error(&self, structured: bool, req: &Request, errno: u32, output: &mut Vec<u8>) {
