@@ -128,6 +128,21 @@ fn check_copy(k: &Kernels, len: usize, src_off: usize, dst_off: usize, rng: &mut
     unsafe { k.copy(dst.ptr(), src.ptr(), len) };
     assert!(dst.data() == src.data(), "{what}: data differs");
     dst.check_guards(&what);
+    // The copy that prefetches meanwhile copies the same, whatever the
+    // range it prefetches: another buffer, or memory that is not mapped.
+    let next = rng.bytes(8192, 0);
+    let aheads = [
+        (next.as_ptr(), next.len()),
+        (16 as *const u8, 8192),
+        (std::ptr::null(), 0),
+    ];
+    for (ahead, n) in aheads {
+        let mut dst = Guarded::new(len, dst_off, 0xa5);
+        // SAFETY: as above; prefetches never fault.
+        unsafe { k.copy_ahead(dst.ptr(), src.ptr(), len, ahead, n) };
+        assert!(dst.data() == src.data(), "{what}: copy_ahead data differs");
+        dst.check_guards(&format!("{what} copy_ahead"));
+    }
 }
 
 fn check_dualcast(k: &Kernels, len: usize, src_off: usize, dst_off: usize, rng: &mut Rng) {

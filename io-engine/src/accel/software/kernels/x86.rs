@@ -345,6 +345,57 @@ macro_rules! vector_kernels {
             }
         }
 
+        /// A plain copy (temporal stores) that meanwhile starts pulling
+        /// `ahead_len` bytes at `ahead` toward the core (`prefetchnta`),
+        /// one line for each 64 bytes it copies, in its own loop: a burst
+        /// of prefetches ahead of the copy loses some of them (see
+        /// `Kernels::copy_ahead`). Lines not issued by the end of the loop
+        /// are issued after it.
+        ///
+        /// # Safety
+        ///
+        /// As for `copy_impl::<false>`; `ahead` may be any address
+        /// (prefetches never fault).
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn copy_ahead_impl(
+            dst: *mut u8,
+            src: *const u8,
+            len: usize,
+            ahead: *const u8,
+            ahead_len: usize,
+        ) {
+            use core::arch::x86_64::{_MM_HINT_NTA, _mm_prefetch};
+            let ahead = ahead as *const i8;
+            let mut next = 0;
+            // SAFETY: (whole body) as in copy_impl: every load and store
+            // is at an offset o of src/dst with o + width <= len; the
+            // prefetches have no architectural effect.
+            unsafe {
+                if len > 8 * V && len < super::REP_MOVSB_MIN {
+                    put::<false>(dst, dst, 0, load(src));
+                    let mut off = V - (dst as usize & (V - 1));
+                    let last = len - 4 * V;
+                    while off < last {
+                        put4::<false>(dst, dst, off, load4(src.add(off)));
+                        let mut k = 0;
+                        while k < 4 * V && next < ahead_len {
+                            _mm_prefetch::<_MM_HINT_NTA>(ahead.wrapping_add(next));
+                            next += 64;
+                            k += 64;
+                        }
+                        off += 4 * V;
+                    }
+                    put4::<false>(dst, dst, last, load4(src.add(last)));
+                } else {
+                    copy_impl::<false>(dst, dst, src, len, false);
+                }
+                while next < ahead_len {
+                    _mm_prefetch::<_MM_HINT_NTA>(ahead.wrapping_add(next));
+                    next += 64;
+                }
+            }
+        }
+
         /// Fills `len` bytes at `dst` with `byte`; `nt` asks for
         /// non-temporal stores on the bulk of a long range.
         ///
