@@ -17,6 +17,9 @@
 //!   [`REP_MOVSB_MIN`] bytes is `rep movsb` instead, which is faster once the
 //!   buffers outgrow L1.
 //!
+//! `copy_ahead_impl` is the temporal copy above with prefetches of another
+//! range (the next task's source) spread over its 4-vector steps.
+//!
 //! Thread: whichever calls them; no state.
 
 /// Length from which a copy with temporal stores is left to `rep movsb` on
