@@ -203,6 +203,15 @@ struct Staged {
     tally: [(u64, u64); Opcode::COUNT],
 }
 
+impl Staged {
+    /// Empty again, keeping its lists' room.
+    fn clear(&mut self) {
+        self.len = 0;
+        self.tags.clear();
+        self.tally = Default::default();
+    }
+}
+
 /// One submitter's completion queue.
 struct QueueState {
     records: Vec<Reaped>,
@@ -266,7 +275,7 @@ impl AccelChannel {
                 let id = u16::try_from(inner.queues.len())
                     .expect("at most 65536 accel queues on one channel");
                 inner.queues.push(QueueState {
-                    records: Vec::with_capacity(QUEUE_PREALLOC.min(inner.tasks.len())),
+                    records: Vec::with_capacity(QUEUE_PREALLOC.min(self.capacity)),
                     in_flight: 0,
                     open: true,
                 });
@@ -302,7 +311,7 @@ impl AccelChannel {
     /// Tasks in this channel's pool: the most that can be submitted and
     /// not yet reaped, over all its queues.
     pub fn capacity(&self) -> usize {
-        self.inner.borrow().tasks.len()
+        self.capacity
     }
 
     /// Polls every module that holds tasks and files what finished in the
@@ -427,10 +436,13 @@ impl AccelChannel {
         tag: u64,
         fill: impl FnOnce(&mut Task),
     ) -> Result<(TaskId, usize), AccelError> {
-        let capacity = inner.tasks.len();
-        let id = match inner.free.last() {
-            Some(&id) if self.outstanding.get() < capacity => id,
-            _ => return Err(AccelError::NoTask { capacity }),
+        self.has_room()?;
+        // Pool tasks out of `free` are among the `outstanding` ones, so
+        // with room there is a free task; the check costs nothing.
+        let Some(&id) = inner.free.last() else {
+            return Err(AccelError::NoTask {
+                capacity: self.capacity,
+            });
         };
         let module = self.route[op.index()];
         let t = &mut inner.tasks[id as usize];
@@ -447,6 +459,19 @@ impl AccelChannel {
         inner.free.pop();
         self.outstanding.set(self.outstanding.get() + 1);
         Ok((id, module))
+    }
+
+    /// Whether one more task may be taken: fewer than the pool's size are
+    /// taken and not yet reaped.
+    #[inline(always)]
+    fn has_room(&self) -> Result<(), AccelError> {
+        if self.outstanding.get() < self.capacity {
+            Ok(())
+        } else {
+            Err(AccelError::NoTask {
+                capacity: self.capacity,
+            })
+        }
     }
 
     #[cold]
@@ -544,10 +569,7 @@ impl AccelChannel {
         }
         // The module finishes the task inside the call: build it in the
         // scratch slot and file its record here, without a pool task.
-        let capacity = inner.tasks.len();
-        if self.outstanding.get() >= capacity {
-            return Err(AccelError::NoTask { capacity });
-        }
+        self.has_room()?;
         let t = &mut inner.scratch;
         t.set(op, len);
         fill(t);
@@ -821,12 +843,7 @@ impl Batch<'_> {
         }
         // Staged: no pool task, and nothing of the channel's but the count
         // of tasks taken (the queue counts them when they are submitted).
-        let taken = ch.outstanding.get();
-        if taken >= ch.capacity {
-            return Err(AccelError::NoTask {
-                capacity: ch.capacity,
-            });
-        }
+        ch.has_room()?;
         let st = &mut self.staged;
         if st.len == st.tasks.len() {
             st.tasks.push(Task::empty());
@@ -842,7 +859,7 @@ impl Batch<'_> {
         let n = &mut st.tally[op.index()];
         n.0 += 1;
         n.1 += len as u64;
-        ch.outstanding.set(taken + 1);
+        ch.outstanding.set(ch.outstanding.get() + 1);
         self.per_module[module] += 1;
         Ok(())
     }
@@ -891,9 +908,7 @@ impl Batch<'_> {
         part.clear();
         inner.spare.push(part);
         self.ids.clear();
-        self.staged.len = 0;
-        self.staged.tags.clear();
-        self.staged.tally = Default::default();
+        self.staged.clear();
         self.per_module = [0; MAX_MODULES];
     }
 }
@@ -909,9 +924,7 @@ impl Drop for Batch<'_> {
         let inner = &mut *inner;
         if self.staged.len > 0 {
             ch.outstanding.set(ch.outstanding.get() - self.staged.len);
-            self.staged.len = 0;
-            self.staged.tags.clear();
-            self.staged.tally = Default::default();
+            self.staged.clear();
         }
         let ids = std::mem::take(&mut self.ids);
         if ids.capacity() > 0 {

@@ -134,12 +134,15 @@ struct Lingering {
 }
 
 impl Tx {
-    /// The export is going away: execute nothing more, answer the rest
-    /// `ESHUTDOWN`.
-    fn refuse(&mut self) {
-        self.draining = true;
-        self.refusing = true;
-        self.refusing_since = tsc::now();
+    /// Once the export is going away: execute nothing more, answer the
+    /// rest `ESHUTDOWN` (unless the client already sent DISC).
+    #[inline]
+    fn notice_closing(&mut self) {
+        if !self.draining && self.attached.closing.load(Ordering::Acquire) {
+            self.draining = true;
+            self.refusing = true;
+            self.refusing_since = tsc::now();
+        }
     }
 }
 
@@ -235,11 +238,8 @@ impl Connection {
         let mut busy = false;
         {
             let mut st = self.state.borrow_mut();
-            if let Phase::Transmission(tx) = &mut st.phase
-                && !tx.draining
-                && tx.attached.closing.load(Ordering::Acquire)
-            {
-                tx.refuse();
+            if let Phase::Transmission(tx) = &mut st.phase {
+                tx.notice_closing();
             }
             if let Phase::Lingering(l) = &st.phase {
                 reactor::wake_by(l.until);
@@ -473,31 +473,26 @@ impl Connection {
                 }
                 Phase::Lingering(l) => {
                     let input = &st.input[st.start..];
-                    if l.skip > 0 {
-                        let n = l.skip.min(input.len());
-                        l.skip -= n;
-                        st.start += n;
-                        n > 0
-                    } else {
-                        match RequestParser::parse(input) {
-                            Ok(Some((req, used))) => {
-                                st.start += used;
-                                match self.refuse(&l.counters, l.structured, &req, &mut st.output) {
-                                    Some(skip) => l.skip = skip,
-                                    None => {
-                                        st.eof = true;
-                                        return;
-                                    }
-                                }
-                                true
-                            }
-                            Ok(None) => false,
-                            Err(e) => {
-                                tracing::info!(peer = %self.peer, "NBD connection closed: {e}");
-                                st.start = st.input.len();
+                    match self.refuse_next(
+                        &l.counters,
+                        l.structured,
+                        &mut l.skip,
+                        input,
+                        &mut st.output,
+                    ) {
+                        Ok((used, disc)) => {
+                            st.start += used;
+                            if disc {
                                 st.eof = true;
                                 return;
                             }
+                            used > 0
+                        }
+                        Err(e) => {
+                            tracing::info!(peer = %self.peer, "NBD connection closed: {e}");
+                            st.start = st.input.len();
+                            st.eof = true;
+                            return;
                         }
                     }
                 }
@@ -576,25 +571,23 @@ impl Connection {
             );
             return Ok(n);
         }
-        if tx.draining && !tx.refusing {
+        // Checked per request, not only once a round: a request that
+        // arrives after the unshare returned is never executed.
+        tx.notice_closing();
+        if tx.refusing {
+            let (used, disc) =
+                self.refuse_next(&tx.counters, tx.structured, &mut tx.skip, input, output)?;
+            if disc {
+                tx.refusing = false;
+            }
+            return Ok(used);
+        }
+        if tx.draining {
             return Ok(0);
         }
         let Some((req, used)) = RequestParser::parse(input).map_err(|e| e.to_string())? else {
             return Ok(0);
         };
-        // Checked per request, not only once a round: a request that
-        // arrives after the unshare returned is never executed.
-        if !tx.draining && tx.attached.closing.load(Ordering::Acquire) {
-            tx.refuse();
-        }
-        if tx.refusing {
-            // The export is going away: answer, do not execute.
-            match self.refuse(&tx.counters, tx.structured, &req, output) {
-                Some(skip) => tx.skip = skip,
-                None => tx.refusing = false,
-            }
-            return Ok(used);
-        }
         let export = &tx.attached.info;
         let valid = validate(&req, export, tx.structured, tx.block_status.is_some());
         let buf = match (valid, req.kind) {
@@ -686,23 +679,34 @@ impl Connection {
         }
     }
 
-    /// Answers a request of a connection whose export went away:
-    /// `ESHUTDOWN`, unexecuted; returns the payload bytes to skip, or
-    /// `None` for DISC (the client disconnects).
-    fn refuse(
+    /// Takes the next refused request (or payload bytes of one, counted
+    /// in `skip`) from `input`, for a connection whose export went away:
+    /// answered `ESHUTDOWN`, unexecuted. Returns the bytes consumed (0: it
+    /// needs more input) and whether it was DISC (the client disconnects).
+    fn refuse_next(
         &self,
         counters: &ExportCounters,
         structured: bool,
-        req: &Request,
+        skip: &mut usize,
+        input: &[u8],
         output: &mut Vec<u8>,
-    ) -> Option<usize> {
+    ) -> Result<(usize, bool), String> {
+        if *skip > 0 {
+            let n = (*skip).min(input.len());
+            *skip -= n;
+            return Ok((n, false));
+        }
+        let Some((req, used)) = RequestParser::parse(input).map_err(|e| e.to_string())? else {
+            return Ok((0, false));
+        };
         counters.request(req.kind);
         if req.kind == Command::Disc {
-            return None;
+            return Ok((used, true));
         }
         counters.error(ESHUTDOWN);
-        self.reply_error(structured, req, ESHUTDOWN, output);
-        Some(req.payload_len())
+        self.reply_error(structured, &req, ESHUTDOWN, output);
+        *skip = req.payload_len();
+        Ok((used, false))
     }
 
     fn reply_error(&self, structured: bool, req: &Request, errno: u32, output: &mut Vec<u8>) {
