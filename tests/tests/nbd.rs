@@ -539,6 +539,20 @@ impl Raw {
         assert_eq!(err, 0, "WRITE {offset}+{}", data.len());
     }
 
+    /// Asserts the server ends the connection with a FIN (end of file, not a
+    /// reset) within [`IO_TIMEOUT`], with nothing more sent.
+    fn expect_fin(&mut self, what: &str) {
+        let mut buf = [0u8; 4096];
+        match self.s.read(&mut buf) {
+            Ok(0) => {}
+            Ok(n) => panic!(
+                "{what}: {n} more bytes instead of EOF: {:02x?}",
+                &buf[..n.min(64)]
+            ),
+            Err(e) => panic!("{what}: {e} instead of EOF"),
+        }
+    }
+
     /// Asserts the server closes the connection (end of file or a reset,
     /// with nothing more sent) within [`IO_TIMEOUT`].
     fn expect_closed(&mut self, what: &str) {
@@ -1614,20 +1628,6 @@ fn clients_beyond_the_connection_limit_are_refused() {
 // 7. Unshare and SIGTERM
 // ---------------------------------------------------------------------------
 
-/// Asserts the server ends the connection with a FIN (end of file, not a
-/// reset) within [`IO_TIMEOUT`], with nothing more sent.
-fn expect_fin(c: &mut Raw, what: &str) {
-    let mut buf = [0u8; 4096];
-    match c.s.read(&mut buf) {
-        Ok(0) => {}
-        Ok(n) => panic!(
-            "{what}: {n} more bytes instead of EOF: {:02x?}",
-            &buf[..n.min(64)]
-        ),
-        Err(e) => panic!("{what}: {e} instead of EOF"),
-    }
-}
-
 #[test]
 fn an_unshare_answers_what_was_taken_refuses_the_rest_with_eshutdown_and_ends_with_a_fin() {
     let d = start(&["malloc:///m0?size_mb=8"], &["m0"], &[]);
@@ -1669,7 +1669,7 @@ fn an_unshare_answers_what_was_taken_refuses_the_rest_with_eshutdown_and_ends_wi
     );
     // The client disconnects, as the spec has it do on ESHUTDOWN.
     c.request(0, CMD_DISC, 0, 0, &[]);
-    expect_fin(&mut c, "after DISC");
+    c.expect_fin("after DISC");
 
     // The device is free: shared again, it holds the WRITE taken before
     // and not the refused one, and the refusals were counted.
@@ -1697,7 +1697,7 @@ fn an_unshare_answers_what_was_taken_refuses_the_rest_with_eshutdown_and_ends_wi
     // An idle client gets a FIN once the export goes, and the device can
     // be destroyed at once: the lingering socket holds nothing of it.
     d.ctl_ok(&["bdev", "unshare", "m0"]);
-    expect_fin(&mut c, "an idle client after the unshare");
+    c.expect_fin("an idle client after the unshare");
     d.ctl_ok(&["bdev", "destroy", "m0"]);
 }
 
@@ -1742,7 +1742,7 @@ fn a_pipelining_client_at_an_unshare_gets_every_request_answered_then_a_fin() {
     );
     assert!(answered.1 > 0, "reads after it are refused: {answered:?}");
     c.request(0, CMD_DISC, 0, 0, &[]);
-    expect_fin(&mut c, "after DISC");
+    c.expect_fin("after DISC");
 }
 
 #[test]
