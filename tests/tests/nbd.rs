@@ -1702,6 +1702,33 @@ fn an_unshare_answers_what_was_taken_refuses_the_rest_with_eshutdown_and_ends_wi
 }
 
 #[test]
+fn a_write_whose_payload_stops_coming_does_not_hold_an_unshare_up() {
+    let d = start(&["malloc:///m0?size_mb=8"], &["m0"], &[]);
+    let writes = || {
+        metric(
+            &d,
+            "io_engine_nbd_requests_total",
+            &["export=\"m0\"", "cmd=\"write\""],
+        )
+    };
+    let (mut c, _, _) = Raw::open(d.nbd_addr(), "m0");
+    // A hostile client: half a WRITE's payload, then nothing.
+    c.request(0, CMD_WRITE, 0, 8192, &[0x5a; 4096]);
+    eventually("the server took the WRITE", || writes() == 1.0);
+    let unshared = Instant::now();
+    d.ctl_ok(&["bdev", "unshare", "m0"]);
+    // The server waits for the payload at most LINGER, then for the client
+    // at most LINGER more, and ends the connection with a FIN.
+    c.expect_fin("a client that stopped mid-payload");
+    let took = unshared.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "the connection lasted {took:?} after the unshare"
+    );
+    d.ctl_ok(&["bdev", "destroy", "m0"]);
+}
+
+#[test]
 fn a_pipelining_client_at_an_unshare_gets_every_request_answered_then_a_fin() {
     let d = start(&["malloc:///m0?size_mb=64"], &["m0"], &[]);
     let (mut c, _, _) = Raw::open(d.nbd_addr(), "m0");
