@@ -15,7 +15,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::stats::ChannelStats;
-use super::task::{IoVec, Meta, Task, TaskId};
+use super::task::{IoVec, Meta, Placement, Task, TaskId};
 use super::{AccelError, Completion, Module, ModuleChannel, Opcode, Status};
 
 /// The six submission calls, written once for [`Batch`] (through `add`)
@@ -34,9 +34,27 @@ macro_rules! submissions {
             len: usize,
             tag: u64,
         ) -> Result<(), AccelError> {
+            // SAFETY: the caller's contract, passed on.
+            unsafe { self.copy_placed(dst, src, len, Placement::Cache, tag) }
+        }
+
+        #[doc = concat!($verb, " a copy of `len` bytes from `src` to `dst`, its stores landing where `placement` asks.")]
+        ///
+        /// # Safety
+        ///
+        /// See [`Batch`].
+        pub unsafe fn copy_placed(
+            &$($m)? self,
+            dst: *mut u8,
+            src: *const u8,
+            len: usize,
+            placement: Placement,
+            tag: u64,
+        ) -> Result<(), AccelError> {
             self.$via(Opcode::Copy, len, tag, |t| {
                 t.dst = dst;
                 t.src = src;
+                t.placement = placement;
             })
         }
 
@@ -52,9 +70,27 @@ macro_rules! submissions {
             len: usize,
             tag: u64,
         ) -> Result<(), AccelError> {
+            // SAFETY: the caller's contract, passed on.
+            unsafe { self.fill_placed(dst, byte, len, Placement::Cache, tag) }
+        }
+
+        #[doc = concat!($verb, " a fill of `len` bytes at `dst` with `byte`, its stores landing where `placement` asks.")]
+        ///
+        /// # Safety
+        ///
+        /// See [`Batch`].
+        pub unsafe fn fill_placed(
+            &$($m)? self,
+            dst: *mut u8,
+            byte: u8,
+            len: usize,
+            placement: Placement,
+            tag: u64,
+        ) -> Result<(), AccelError> {
             self.$via(Opcode::Fill, len, tag, |t| {
                 t.dst = dst;
                 t.fill = byte;
+                t.placement = placement;
             })
         }
 

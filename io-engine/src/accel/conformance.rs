@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Accel, AccelChannel, AccelError, Completion, IoVec, Opcode, Queue, Status};
+use super::{Accel, AccelChannel, AccelError, Completion, IoVec, Opcode, Placement, Queue, Status};
 use crate::env::dma::DmaRegion;
 
 /// Sizes every opcode is checked at: 1 byte to 4 MiB, odd ones included.
@@ -52,6 +52,10 @@ pub const SIZES: &[usize] = &[
 
 /// Source offsets from an aligned base, to test unaligned buffers.
 pub const OFFSETS: &[usize] = &[0, 1, 3, 8, 61];
+
+/// Placements copies and fills are checked with: the result must not
+/// depend on the hint.
+pub const PLACEMENTS: [Placement; 2] = [Placement::Cache, Placement::Memory];
 
 /// How long one case may take before the suite calls the module stuck.
 const CASE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -185,10 +189,11 @@ fn sizes(max: usize) -> impl Iterator<Item = usize> {
     SIZES.iter().copied().filter(move |&s| s <= max)
 }
 
-/// Copies at every size and source/destination offset.
+/// Copies at every size and source/destination offset, placed in the
+/// cache and in memory.
 pub fn copy(ch: &Rc<AccelChannel>, arena: &Arena, max: usize) {
     for len in sizes(max) {
-        for &off in OFFSETS {
+        for (&off, placement) in OFFSETS.iter().flat_map(|o| PLACEMENTS.map(|p| (o, p))) {
             arena.reset();
             let src = arena.take(len, off);
             // Guard bytes before and after the destination.
@@ -198,11 +203,11 @@ pub fn copy(ch: &Rc<AccelChannel>, arena: &Arena, max: usize) {
             let guard: Vec<u8> = bytes(dst, len + 128).to_vec();
             let r = Recorder::new(ch);
             let what = format!(
-                "copy len {len} offset {off} on {}",
+                "copy len {len} offset {off} {placement:?} on {}",
                 ch.module_for(Opcode::Copy)
             );
             // SAFETY: arena pieces, untouched until the wait returns.
-            unsafe { r.q.copy(dst.add(64), src, len, 1) }.expect(&what);
+            unsafe { r.q.copy_placed(dst.add(64), src, len, placement, 1) }.expect(&what);
             r.wait(1, &what);
             assert_eq!(r.only(&what), Completion::SUCCESS, "{what}");
             let got = bytes(dst, len + 128);
@@ -224,10 +229,12 @@ pub fn copy(ch: &Rc<AccelChannel>, arena: &Arena, max: usize) {
     }
 }
 
-/// Fills at every size and offset, with several bytes.
+/// Fills at every size and offset, with several bytes, placed in the cache
+/// and in memory.
 pub fn fill(ch: &Rc<AccelChannel>, arena: &Arena, max: usize) {
     for len in sizes(max) {
-        for (i, &off) in OFFSETS.iter().enumerate() {
+        let cases = OFFSETS.iter().flat_map(|o| PLACEMENTS.map(|p| (o, p)));
+        for (i, (&off, placement)) in cases.enumerate() {
             arena.reset();
             let dst = arena.take(len + 128, off);
             scribble(dst, len + 128, 7);
@@ -235,11 +242,11 @@ pub fn fill(ch: &Rc<AccelChannel>, arena: &Arena, max: usize) {
             let byte = [0x00u8, 0xff, 0xa5, 0x3c, 0x01][i % 5];
             let r = Recorder::new(ch);
             let what = format!(
-                "fill {byte:#x} len {len} offset {off} on {}",
+                "fill {byte:#x} len {len} offset {off} {placement:?} on {}",
                 ch.module_for(Opcode::Fill)
             );
             // SAFETY: an arena piece, untouched until the wait returns.
-            unsafe { r.q.fill(dst.add(64), byte, len, 1) }.expect(&what);
+            unsafe { r.q.fill_placed(dst.add(64), byte, len, placement, 1) }.expect(&what);
             r.wait(1, &what);
             assert_eq!(r.only(&what), Completion::SUCCESS, "{what}");
             let got = bytes(dst, len + 128);
@@ -409,8 +416,9 @@ pub fn scatter_gather(ch: &Rc<AccelChannel>, arena: &Arena) {
     }
 }
 
-/// One batch of every opcode, several times over; each task completes on
-/// its own with its own result.
+/// One batch of every opcode, several times over (every other round's copy
+/// and fill placed in memory); each task completes on its own with its own
+/// result.
 pub fn mixed_batch(ch: &Rc<AccelChannel>, arena: &Arena) {
     arena.reset();
     const ROUNDS: usize = 8;
@@ -434,10 +442,13 @@ pub fn mixed_batch(ch: &Rc<AccelChannel>, arena: &Arena) {
         let d1 = arena.take(len, 0);
         let d2 = arena.take(len, 0);
         let base = (i * 10) as u64;
+        let placement = PLACEMENTS[i % 2];
         // SAFETY: arena pieces, untouched until the wait (every add below).
         unsafe {
-            batch.copy(cdst, src, len, base).unwrap();
-            batch.fill(fdst, i as u8, len, base + 1).unwrap();
+            batch.copy_placed(cdst, src, len, placement, base).unwrap();
+            batch
+                .fill_placed(fdst, i as u8, len, placement, base + 1)
+                .unwrap();
             batch.compare(src, same, len, base + 2).unwrap();
             batch.dualcast(d1, d2, src, len, base + 3).unwrap();
             batch.crc32c(&[IoVec::new(src, len)], 0, base + 4).unwrap();

@@ -61,7 +61,7 @@ pub use channel::{AccelChannel, Batch, Queue, Reaped};
 pub use module::{Module, ModuleChannel};
 pub use registry::{Accel, Assignment, ModuleInfo};
 pub use stats::{ModuleStats, OpStats};
-pub use task::{IoVec, Sources, Task, TaskId};
+pub use task::{IoVec, Placement, Sources, Task, TaskId};
 
 use std::fmt;
 use std::str::FromStr;

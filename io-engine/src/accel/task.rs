@@ -26,6 +26,24 @@ impl IoVec {
     }
 }
 
+/// Where an operation's stores should land: a hint from the submitter,
+/// which knows what the module cannot (whether anyone reads the
+/// destination soon). It is DSA's cache-control descriptor flag and
+/// SPDK's `SPDK_IDXD_FLAG_NONTEMPORAL`. Modules may ignore it; the result
+/// is the same either way, only its speed differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum Placement {
+    /// In the CPU cache, for a destination read again soon: the default.
+    #[default]
+    Cache,
+    /// In memory, past the cache, for a destination not read again soon
+    /// (the blocks of a device larger than the cache): the software
+    /// module writes it with non-temporal stores, which need not read the
+    /// destination's lines first and do not evict the core's working set.
+    Memory,
+}
+
 /// One operation, as a module sees it: one cache line.
 ///
 /// The addresses are raw because they point at memory an engine may read
@@ -38,6 +56,9 @@ pub struct Task {
     pub op: Opcode,
     /// Fill byte (fill).
     pub fill: u8,
+    /// Where the stores of copy and fill should land (a hint; modules
+    /// may ignore it).
+    pub placement: Placement,
     /// CRC-32C to continue from (crc32c, copy_crc32c; 0 to start).
     pub seed: u32,
     /// Total length in bytes.
@@ -104,6 +125,7 @@ impl Task {
         Task {
             op: Opcode::Copy,
             fill: 0,
+            placement: Placement::Cache,
             seed: 0,
             len: 0,
             dst: std::ptr::null_mut(),
@@ -117,11 +139,13 @@ impl Task {
 
     /// Starts a new operation. Each submission then sets exactly the
     /// fields its opcode reads (validation and the modules read no others),
-    /// so the rest keep whatever the task held before.
+    /// so the rest keep whatever the task held before; the placement is
+    /// reset to [`Placement::Cache`].
     #[inline]
     pub(super) fn set(&mut self, op: Opcode, len: usize) {
         self.op = op;
         self.len = len;
+        self.placement = Placement::Cache;
         self.iovcnt = 0;
     }
 

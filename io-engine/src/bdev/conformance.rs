@@ -10,12 +10,21 @@ use crate::env::cores::CoreSet;
 use crate::pool::{BufPool, IoBuf, PoolConfig};
 use crate::reactor::{PollMode, Reactors};
 
-const DEVICES: &[&str] = &[
-    "null:///d?size_mb=4&blk_size=512",
-    "null:///d?size_mb=4&blk_size=4096",
-    "malloc:///d?size_mb=4&blk_size=512",
-    "malloc:///d?size_mb=4&blk_size=4096",
-];
+/// Every device type and block size, and a malloc device larger than the
+/// last-level cache (whose writes are placed in memory, streamed).
+fn devices() -> Vec<String> {
+    let past_llc = crate::env::cache::last_level_bytes().div_ceil(1 << 20) + 1;
+    let mut d: Vec<String> = [
+        "null:///d?size_mb=4&blk_size=512",
+        "null:///d?size_mb=4&blk_size=4096",
+        "malloc:///d?size_mb=4&blk_size=512",
+        "malloc:///d?size_mb=4&blk_size=4096",
+    ]
+    .map(String::from)
+    .into();
+    d.push(format!("malloc:///d?size_mb={past_llc}&blk_size=512"));
+    d
+}
 
 struct Fixture {
     reactors: Reactors,
@@ -67,9 +76,9 @@ fn filled(pool: &BufPool, byte: u8) -> IoBuf {
 }
 
 fn for_each_device(test: impl Fn(&Fixture, &str, bool, u64)) {
-    for uri in DEVICES {
+    for uri in devices() {
         let fx = default_fixture();
-        let info = fx.registry.create(uri).unwrap();
+        let info = fx.registry.create(&uri).unwrap();
         let stores = fx.registry.open(&info.name).unwrap().bdev().stores_data();
         test(&fx, &info.name, stores, info.block_size as u64);
         assert_eq!(

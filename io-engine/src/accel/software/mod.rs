@@ -1,5 +1,7 @@
 //! The software module: every opcode, executed by the CPU with the best
-//! SIMD kernels it has ([`kernels`]), at submission time.
+//! SIMD kernels it has ([`kernels`]), at submission time. Copies and fills
+//! placed in memory ([`Placement::Memory`]) stream their stores, with one
+//! fence per submission.
 //!
 //! Thread: the submitting thread runs the kernels inside
 //! `ModuleChannel::submit`; completions are reported at once, and their
@@ -7,7 +9,7 @@
 
 pub mod kernels;
 
-use super::{Completion, Module, ModuleChannel, Opcode, Status, Task, TaskId};
+use super::{Completion, Module, ModuleChannel, Opcode, Placement, Status, Task, TaskId};
 use kernels::{Kernels, NT_THRESHOLD, crc32c_update};
 
 /// The software module.
@@ -62,7 +64,10 @@ struct SoftwareChannel {
 }
 
 impl SoftwareChannel {
-    /// Runs one task.
+    /// Runs one task. A copy or fill placed in memory
+    /// ([`Placement::Memory`]) streams its stores unfenced and sets
+    /// `streamed`: the caller fences once for all of them before the
+    /// completions are handed over.
     ///
     /// # Safety
     ///
@@ -70,13 +75,24 @@ impl SoftwareChannel {
     /// promised its buffers are valid and untouched while it is in flight
     /// (`Batch`'s contract).
     #[inline]
-    unsafe fn execute(&self, t: &Task) -> Completion {
+    unsafe fn execute(&self, t: &Task, streamed: &mut bool) -> Completion {
         let k = self.k;
+        let memory = t.placement == Placement::Memory;
         // SAFETY: for every kernel call below, the function's contract; the
-        // framework checked lengths, null pointers, overlap and alignment.
+        // framework checked lengths, null pointers, overlap and alignment;
+        // streamed stores are fenced by the caller (`submit`) before the
+        // completions leave the module.
         unsafe {
             match t.op {
+                Opcode::Copy if memory => {
+                    k.copy_streaming(t.dst, t.src, t.len);
+                    *streamed = true;
+                }
                 Opcode::Copy => k.copy(t.dst, t.src, t.len),
+                Opcode::Fill if memory => {
+                    k.fill_streaming(t.dst, t.fill, t.len);
+                    *streamed = true;
+                }
                 Opcode::Fill => k.fill(t.dst, t.fill, t.len),
                 Opcode::Compare => {
                     if !k.compare(t.src, t.src2, t.len) {
@@ -134,7 +150,8 @@ fn prefetch(t: &Task) {
     prefetch_dst(t);
 }
 
-/// The start of a task's destination, as [`prefetch`] does. A read
+/// The start of a task's destination, as [`prefetch`] does, unless it is
+/// placed in memory (streamed stores need no line in the cache). A read
 /// prefetch (T0): `_MM_HINT_ET0` is one too unless the crate is built
 /// with the `prfchw` feature, and a real `prefetchw` measured no different
 /// (bdev-perf malloc, reads and writes, 1 GiB and 64 MiB, three
@@ -146,6 +163,7 @@ fn prefetch_dst(t: &Task) {
         && !t.dst.is_null()
         && t.op != Opcode::Compare
         && t.op != Opcode::Crc32c
+        && t.placement == Placement::Cache
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
         let dst = t.dst as *const i8;
@@ -195,9 +213,13 @@ const AHEAD_SRC: usize = 4096;
 
 impl ModuleChannel for SoftwareChannel {
     fn submit(&mut self, tasks: &[Task], ids: &[TaskId], done: &mut Vec<(TaskId, Completion)>) {
+        let mut streamed = false;
         if let [id] = ids {
             // SAFETY: as below.
-            let c = unsafe { self.execute(&tasks[*id as usize]) };
+            let c = unsafe { self.execute(&tasks[*id as usize], &mut streamed) };
+            if streamed {
+                self.k.fence();
+            }
             done.push((*id, c));
             return;
         }
@@ -206,7 +228,11 @@ impl ModuleChannel for SoftwareChannel {
             if let Some(&next) = ids.get(i + 1) {
                 let next = &tasks[next as usize];
                 let (ahead, n) = source_ahead(next);
-                if t.op == Opcode::Copy && t.len < NT_THRESHOLD && n > 0 {
+                if t.op == Opcode::Copy
+                    && t.placement == Placement::Cache
+                    && t.len < NT_THRESHOLD
+                    && n > 0
+                {
                     // The copy itself pulls in the next task's source.
                     prefetch_dst(next);
                     // SAFETY: as below; prefetch addresses need nothing.
@@ -218,8 +244,13 @@ impl ModuleChannel for SoftwareChannel {
             }
             // SAFETY: `ids` are tasks the framework validated and handed
             // over; their buffers are the submitter's promise.
-            let c = unsafe { self.execute(t) };
+            let c = unsafe { self.execute(t, &mut streamed) };
             done.push((id, c));
+        }
+        // One fence for the batch's streamed stores (`Kernels::fence`),
+        // before its completions reach anyone.
+        if streamed {
+            self.k.fence();
         }
     }
 

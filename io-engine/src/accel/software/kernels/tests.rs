@@ -143,6 +143,13 @@ fn check_copy(k: &Kernels, len: usize, src_off: usize, dst_off: usize, rng: &mut
         assert!(dst.data() == src.data(), "{what}: copy_ahead data differs");
         dst.check_guards(&format!("{what} copy_ahead"));
     }
+    // Streamed at any length, fenced by the caller.
+    let mut dst = Guarded::new(len, dst_off, 0xa5);
+    // SAFETY: as above; the fence comes before the reads.
+    unsafe { k.copy_streaming(dst.ptr(), src.ptr(), len) };
+    k.fence();
+    assert!(dst.data() == src.data(), "{what}: streamed data differs");
+    dst.check_guards(&format!("{what} streamed"));
 }
 
 fn check_dualcast(k: &Kernels, len: usize, src_off: usize, dst_off: usize, rng: &mut Rng) {
@@ -172,6 +179,15 @@ fn check_fill(k: &Kernels, len: usize, dst_off: usize, byte: u8) {
         "{what}: data differs"
     );
     dst.check_guards(&what);
+    let mut dst = Guarded::new(len, dst_off, !byte);
+    // SAFETY: as above; the fence comes before the reads.
+    unsafe { k.fill_streaming(dst.ptr(), byte, len) };
+    k.fence();
+    assert!(
+        dst.data().iter().all(|&b| b == byte),
+        "{what}: streamed data differs"
+    );
+    dst.check_guards(&format!("{what} streamed"));
 }
 
 fn check_copy_crc(k: &Kernels, len: usize, src_off: usize, dst_off: usize, rng: &mut Rng) {

@@ -12,8 +12,13 @@
 //! - longer: one unaligned vector at the head, then 4-vector steps with the
 //!   destination aligned to the vector size (so a step never splits a
 //!   cache line on the store side), then the last 4 vectors of the range,
-//!   overlapping the previous step. With `nt` the steps use non-temporal
-//!   stores, followed by one `sfence`. Without `nt`, a plain copy from
+//!   overlapping the previous step. With `nt` (and a `dst2` aligned like
+//!   `dst`), every whole vector from the first aligned offset is streamed
+//!   once instead (non-temporal stores, 4 vectors a step, then single
+//!   vectors), and only an unaligned head and a partial last vector are
+//!   stored normally; the streamed stores are left unfenced: `Kernels`
+//!   fences them, or leaves that to its caller (`Kernels::fence`).
+//!   Without `nt`, a plain copy from
 //!   [`REP_MOVSB_MIN`] bytes is `rep movsb` instead, which is faster once the
 //!   buffers outgrow L1.
 //!
@@ -318,14 +323,18 @@ macro_rules! vector_kernels {
                 if !DUAL && !nt && len >= super::REP_MOVSB_MIN && super::has_ermsb() {
                     return super::rep_movsb(dst, src, len);
                 }
-                // Head: one unaligned vector, then steps from the first
-                // V-aligned offset of dst.
-                put::<DUAL>(dst, dst2, 0, load(src));
-                let mut off = V - (dst as usize & (V - 1));
-                let last = len - 4 * V;
                 let same_align = !DUAL || (dst as usize ^ dst2 as usize) & (V - 1) == 0;
                 if nt && same_align {
-                    while off < last {
+                    // Streamed: every whole vector of the aligned part
+                    // exactly once, so no line is also stored temporally
+                    // (a temporal store to a line still in a
+                    // write-combining buffer waits for it to drain); only
+                    // an unaligned head and a partial last vector are.
+                    let mut off = (V - (dst as usize & (V - 1))) & (V - 1);
+                    if off != 0 {
+                        put::<DUAL>(dst, dst2, 0, load(src));
+                    }
+                    while off + 4 * V <= len {
                         let v = load4(src.add(off));
                         stream4(dst.add(off), v);
                         if DUAL {
@@ -333,17 +342,29 @@ macro_rules! vector_kernels {
                         }
                         off += 4 * V;
                     }
-                    core::arch::x86_64::_mm_sfence();
-                } else {
-                    while off < last {
-                        put4::<DUAL>(dst, dst2, off, load4(src.add(off)));
-                        off += 4 * V;
+                    while off + V <= len {
+                        let v = load(src.add(off));
+                        stream(dst.add(off), v);
+                        if DUAL {
+                            stream(dst2.add(off), v);
+                        }
+                        off += V;
                     }
+                    if off < len {
+                        put::<DUAL>(dst, dst2, len - V, load(src.add(len - V)));
+                    }
+                    return;
                 }
-                // Tail: the last 4 vectors, overlapping the last step. They
-                // carry the same bytes as any earlier store to those
-                // offsets, so their order against the streamed ones does
-                // not matter.
+                // Head: one unaligned vector, then steps from the first
+                // V-aligned offset of dst.
+                put::<DUAL>(dst, dst2, 0, load(src));
+                let mut off = V - (dst as usize & (V - 1));
+                let last = len - 4 * V;
+                while off < last {
+                    put4::<DUAL>(dst, dst2, off, load4(src.add(off)));
+                    off += 4 * V;
+                }
+                // Tail: the last 4 vectors, overlapping the last step.
                 put4::<DUAL>(dst, dst2, last, load4(src.add(last)));
             }
         }
@@ -434,20 +455,32 @@ macro_rules! vector_kernels {
                     store4(dst.add(len - 4 * V), v4);
                     return;
                 }
-                store(dst, v);
-                let mut off = V - (dst as usize & (V - 1));
-                let last = len - 4 * V;
                 if nt {
-                    while off < last {
+                    // Every whole vector of the aligned part streamed once,
+                    // as in `copy_impl`.
+                    let mut off = (V - (dst as usize & (V - 1))) & (V - 1);
+                    if off != 0 {
+                        store(dst, v);
+                    }
+                    while off + 4 * V <= len {
                         stream4(dst.add(off), v4);
                         off += 4 * V;
                     }
-                    core::arch::x86_64::_mm_sfence();
-                } else {
-                    while off < last {
-                        store4(dst.add(off), v4);
-                        off += 4 * V;
+                    while off + V <= len {
+                        stream(dst.add(off), v);
+                        off += V;
                     }
+                    if off < len {
+                        store(dst.add(len - V), v);
+                    }
+                    return;
+                }
+                store(dst, v);
+                let mut off = V - (dst as usize & (V - 1));
+                let last = len - 4 * V;
+                while off < last {
+                    store4(dst.add(off), v4);
+                    off += 4 * V;
                 }
                 store4(dst.add(last), v4);
             }
