@@ -7,11 +7,12 @@
 //! A device larger than the CPU's last-level cache places its writes in
 //! memory ([`Placement::Memory`]): a random block of it is rarely cached,
 //! and streamed stores neither read its lines first nor evict the core's
-//! working set. Measured on Zen 5 (32 MiB L3; bdev-perf, 4 KiB random
-//! writes, one core, docs/performance.md): 1 GiB 4.7 to 10.5 M IOPS, 64
-//! MiB 5.3 to 11.6 M, random read/write 64 MiB 5.4 to 5.8 M; but a device
-//! the cache holds (8 MiB) lost random read/write (8.9 to 6.6 M, its reads
-//! then miss), so a smaller device keeps its writes in the cache.
+//! working set. Measured on Zen 5 (32 MiB L3; bdev-perf, 4 KiB, one
+//! core, docs/performance.md): random writes 1 GiB 4.2 to 10.0 M IOPS, 64
+//! MiB 5.2 to 11.2 M; random read/write 1 GiB 4.9 to 5.9 M, 64 MiB 5.2 to
+//! 6.2 M; but a device the cache holds (8 MiB) lost random read/write (8.9
+//! to 6.6 M, its reads then miss), so a smaller device keeps its writes in
+//! the cache.
 //!
 //! Thread: the device (its memory) is shared by every core; each channel
 //! lives on one reactor and uses that reactor's accel channel. Submission
