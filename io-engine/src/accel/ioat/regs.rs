@@ -235,6 +235,13 @@ impl DmaMemory for MappedMemory {
 
 /// Device-visible memory the driver owns (the descriptor ring, the
 /// completion word), reached only through volatile and atomic accessors.
+///
+/// It holds what a pool's `DmaChunk` holds (a range of a `DmaRegion`, its
+/// IOVA), but not its contract: a chunk hands out `&[u8]`/`&mut [u8]` to
+/// memory only the CPU touches while it is borrowed, while the device
+/// writes this memory at any time, so no reference to it may exist. The
+/// two stay separate types so that neither access can reach the other's
+/// memory.
 #[derive(Debug)]
 pub struct DmaBuffer {
     ptr: NonNull<u8>,
