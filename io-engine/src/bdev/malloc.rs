@@ -228,11 +228,7 @@ impl DeviceChannel for MallocChannel {
             // offset against the 16-byte stores), about 4 ns per IO.
             unsafe {
                 let len = done.len();
-                std::ptr::copy_nonoverlapping(
-                    io as *const BdevIo,
-                    done.as_mut_ptr().add(len),
-                    1,
-                );
+                std::ptr::copy_nonoverlapping(io as *const BdevIo, done.as_mut_ptr().add(len), 1);
                 std::ptr::write(entry, None);
                 done.set_len(len + 1);
             }
