@@ -8,9 +8,9 @@
 //! memory ([`Placement::Memory`]): a random block of it is rarely cached,
 //! and streamed stores neither read its lines first nor evict the core's
 //! working set. Measured on Zen 5 (32 MiB L3; bdev-perf, 4 KiB, one
-//! core, docs/performance.md): random writes 1 GiB 4.2 to 10.0 M IOPS, 64
-//! MiB 5.2 to 11.2 M; random read/write 1 GiB 4.9 to 5.9 M, 64 MiB 5.2 to
-//! 6.2 M; but a device the cache holds (8 MiB) lost random read/write (8.9
+//! core, docs/performance.md): random writes 1 GiB 4.4 to 10.6 M IOPS, 64
+//! MiB 5.2 to 11.6 M; random read/write 1 GiB 4.8 to 5.9 M, 64 MiB 5.3 to
+//! 6.5 M; but a device the cache holds (8 MiB) lost random read/write (8.9
 //! to 6.6 M, its reads then miss), so a smaller device keeps its writes in
 //! the cache.
 //!
