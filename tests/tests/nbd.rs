@@ -1628,22 +1628,29 @@ fn clients_beyond_the_connection_limit_are_refused() {
 // 7. Unshare and SIGTERM
 // ---------------------------------------------------------------------------
 
+/// Opens `m0`, sends an 8 KiB WRITE at `offset` with only the first half
+/// of its payload (`first_half`), waits until the server has taken it, then
+/// unshares `m0`. Returns the connection and the WRITE's handle.
+fn half_sent_write_then_unshare(d: &Daemon, offset: u64, first_half: &[u8]) -> (Raw, u64) {
+    let (mut c, _, _) = Raw::open(d.nbd_addr(), "m0");
+    let taken = c.request(0, CMD_WRITE, offset, 8192, first_half);
+    eventually("the server took the WRITE", || {
+        metric(
+            d,
+            "io_engine_nbd_requests_total",
+            &["export=\"m0\"", "cmd=\"write\""],
+        ) == 1.0
+    });
+    d.ctl_ok(&["bdev", "unshare", "m0"]);
+    (c, taken)
+}
+
 #[test]
 fn an_unshare_answers_what_was_taken_refuses_the_rest_with_eshutdown_and_ends_with_a_fin() {
     let d = start(&["malloc:///m0?size_mb=8"], &["m0"], &[]);
-    let writes = || {
-        metric(
-            &d,
-            "io_engine_nbd_requests_total",
-            &["export=\"m0\"", "cmd=\"write\""],
-        )
-    };
-    let (mut c, _, _) = Raw::open(d.nbd_addr(), "m0");
     let data = random_bytes(8192, 11);
     // A WRITE the server takes before the unshare, its payload half sent.
-    let taken = c.request(0, CMD_WRITE, 8192, 8192, &data[..4096]);
-    eventually("the server took the WRITE", || writes() == 1.0);
-    d.ctl_ok(&["bdev", "unshare", "m0"]);
+    let (mut c, taken) = half_sent_write_then_unshare(&d, 8192, &data[..4096]);
 
     // Requests after the unshare are answered ESHUTDOWN, not executed; a
     // refused WRITE's payload is skipped (the next header is found).
@@ -1704,19 +1711,9 @@ fn an_unshare_answers_what_was_taken_refuses_the_rest_with_eshutdown_and_ends_wi
 #[test]
 fn a_write_whose_payload_stops_coming_does_not_hold_an_unshare_up() {
     let d = start(&["malloc:///m0?size_mb=8"], &["m0"], &[]);
-    let writes = || {
-        metric(
-            &d,
-            "io_engine_nbd_requests_total",
-            &["export=\"m0\"", "cmd=\"write\""],
-        )
-    };
-    let (mut c, _, _) = Raw::open(d.nbd_addr(), "m0");
     // A hostile client: half a WRITE's payload, then nothing.
-    c.request(0, CMD_WRITE, 0, 8192, &[0x5a; 4096]);
-    eventually("the server took the WRITE", || writes() == 1.0);
     let unshared = Instant::now();
-    d.ctl_ok(&["bdev", "unshare", "m0"]);
+    let (mut c, _) = half_sent_write_then_unshare(&d, 0, &[0x5a; 4096]);
     // The server waits for the payload at most LINGER, then for the client
     // at most LINGER more, and ends the connection with a FIN.
     c.expect_fin("a client that stopped mid-payload");
