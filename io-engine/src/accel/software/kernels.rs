@@ -237,11 +237,8 @@ impl Kernels {
     /// No alignment is required.
     #[inline]
     pub unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) {
-        let nt = len >= NT_THRESHOLD;
-        // SAFETY: the caller's contract is the kernel's; the function
-        // pointer belongs to an ISA that `with_isa` checked this CPU runs.
-        unsafe { (self.copy)(dst, dst, src, len, nt) }
-        self.fence_if(nt);
+        // SAFETY: the caller's contract.
+        unsafe { self.copy_with(dst, src, len, len >= NT_THRESHOLD) }
     }
 
     /// [`Kernels::copy`] with non-temporal stores for the bulk of the
@@ -320,10 +317,8 @@ impl Kernels {
     /// other thread or device accessing that range until this returns.
     #[inline]
     pub unsafe fn fill(&self, dst: *mut u8, byte: u8, len: usize) {
-        let nt = len >= NT_THRESHOLD;
-        // SAFETY: as in `copy`.
-        unsafe { (self.fill)(dst, byte, len, nt) }
-        self.fence_if(nt);
+        // SAFETY: the caller's contract.
+        unsafe { self.fill_with(dst, byte, len, len >= NT_THRESHOLD) }
     }
 
     /// [`Kernels::fill`] with non-temporal stores, left unfenced, as for
@@ -350,7 +345,8 @@ impl Kernels {
     /// As for [`Kernels::copy`].
     #[inline]
     pub unsafe fn copy_with(&self, dst: *mut u8, src: *const u8, len: usize, nt: bool) {
-        // SAFETY: as in `copy`.
+        // SAFETY: the caller's contract is the kernel's; the function
+        // pointer belongs to an ISA that `with_isa` checked this CPU runs.
         unsafe { (self.copy)(dst, dst, src, len, nt) }
         self.fence_if(nt);
     }

@@ -355,18 +355,54 @@ macro_rules! vector_kernels {
                     }
                     return;
                 }
-                // Head: one unaligned vector, then steps from the first
-                // V-aligned offset of dst.
+                temporal_steps::<DUAL>(dst, dst2, src, len, core::ptr::null(), 0);
+            }
+        }
+
+        /// The temporal copy of more than 8 vectors: one unaligned vector
+        /// at the head, 4-vector steps from the first V-aligned offset of
+        /// `dst`, and the last 4 vectors, overlapping the last step.
+        /// Meanwhile it issues one `prefetchnta` of `ahead` per 64 bytes
+        /// copied, up to `ahead_len` bytes (none for 0: inlined with a
+        /// constant 0, the prefetch loop is gone), and returns how many
+        /// bytes of `ahead` it covered.
+        ///
+        /// # Safety
+        ///
+        /// As for `copy_impl`, with `len > 8 * V`; `ahead` may be any
+        /// address (prefetches never fault).
+        #[inline]
+        #[target_feature(enable = $features)]
+        unsafe fn temporal_steps<const DUAL: bool>(
+            dst: *mut u8,
+            dst2: *mut u8,
+            src: *const u8,
+            len: usize,
+            ahead: *const i8,
+            ahead_len: usize,
+        ) -> usize {
+            use core::arch::x86_64::{_MM_HINT_NTA, _mm_prefetch};
+            let mut next = 0;
+            // SAFETY: (whole body) every load and store is at an offset o
+            // of src/dst/dst2 with o + 4 * V <= len (len > 8 * V); the
+            // prefetches have no architectural effect.
+            unsafe {
                 put::<DUAL>(dst, dst2, 0, load(src));
                 let mut off = V - (dst as usize & (V - 1));
                 let last = len - 4 * V;
                 while off < last {
                     put4::<DUAL>(dst, dst2, off, load4(src.add(off)));
+                    let mut k = 0;
+                    while k < 4 * V && next < ahead_len {
+                        _mm_prefetch::<_MM_HINT_NTA>(ahead.wrapping_add(next));
+                        next += 64;
+                        k += 64;
+                    }
                     off += 4 * V;
                 }
-                // Tail: the last 4 vectors, overlapping the last step.
                 put4::<DUAL>(dst, dst2, last, load4(src.add(last)));
             }
+            next
         }
 
         /// A plain copy (temporal stores) that meanwhile starts pulling
@@ -390,29 +426,16 @@ macro_rules! vector_kernels {
         ) {
             use core::arch::x86_64::{_MM_HINT_NTA, _mm_prefetch};
             let ahead = ahead as *const i8;
-            let mut next = 0;
-            // SAFETY: (whole body) as in copy_impl: every load and store
-            // is at an offset o of src/dst with o + width <= len; the
-            // prefetches have no architectural effect.
+            // SAFETY: the callees' contracts, which are this one's (the
+            // first only for len > 8 * V); prefetches have no
+            // architectural effect.
             unsafe {
-                if len > 8 * V && len < super::REP_MOVSB_MIN {
-                    put::<false>(dst, dst, 0, load(src));
-                    let mut off = V - (dst as usize & (V - 1));
-                    let last = len - 4 * V;
-                    while off < last {
-                        put4::<false>(dst, dst, off, load4(src.add(off)));
-                        let mut k = 0;
-                        while k < 4 * V && next < ahead_len {
-                            _mm_prefetch::<_MM_HINT_NTA>(ahead.wrapping_add(next));
-                            next += 64;
-                            k += 64;
-                        }
-                        off += 4 * V;
-                    }
-                    put4::<false>(dst, dst, last, load4(src.add(last)));
+                let mut next = if len > 8 * V && len < super::REP_MOVSB_MIN {
+                    temporal_steps::<false>(dst, dst, src, len, ahead, ahead_len)
                 } else {
                     copy_impl::<false>(dst, dst, src, len, false);
-                }
+                    0
+                };
                 while next < ahead_len {
                     _mm_prefetch::<_MM_HINT_NTA>(ahead.wrapping_add(next));
                     next += 64;
