@@ -214,15 +214,6 @@ const AHEAD_SRC: usize = 4096;
 impl ModuleChannel for SoftwareChannel {
     fn submit(&mut self, tasks: &[Task], ids: &[TaskId], done: &mut Vec<(TaskId, Completion)>) {
         let mut streamed = false;
-        if let [id] = ids {
-            // SAFETY: as below.
-            let c = unsafe { self.execute(&tasks[*id as usize], &mut streamed) };
-            if streamed {
-                self.k.fence();
-            }
-            done.push((*id, c));
-            return;
-        }
         for (i, &id) in ids.iter().enumerate() {
             let t = &tasks[id as usize];
             if let Some(&next) = ids.get(i + 1) {
