@@ -166,9 +166,7 @@ fn run<const READ: bool>(
 fn main() -> ExitCode {
     let args = Args::parse();
     // Shows the warning DmaRegion logs when it falls back to normal pages.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .init();
+    io_engine::env::logging::init("info", false);
     let region_len = args.region_mb.checked_mul(1 << 20);
     let buffers_len = args.qd.checked_mul(args.size);
     let (Some(region_len), Some(buffers_len)) = (region_len, buffers_len) else {

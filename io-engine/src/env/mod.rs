@@ -11,4 +11,5 @@ pub mod core_slot;
 pub mod cores;
 pub mod cpu;
 pub mod dma;
+pub mod logging;
 pub mod tsc;
