@@ -13,3 +13,4 @@ pub mod cpu;
 pub mod dma;
 pub mod logging;
 pub mod tsc;
+pub mod xorshift;
