@@ -9,7 +9,10 @@
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use super::{ObjectPool, PoolConfig, PoolError, Pooled};
+use super::config::PoolConfig;
+use super::error::PoolError;
+use super::object_pool::ObjectPool;
+use super::pooled::Pooled;
 use crate::env::dma::{DmaError, DmaRegion, check_memory};
 
 /// One buffer's place in its DMA region.
