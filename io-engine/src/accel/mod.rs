@@ -49,7 +49,8 @@
 mod assignment;
 mod channel;
 mod completion;
-pub mod conformance;
+#[cfg(test)]
+pub(crate) mod conformance;
 mod error;
 mod io_vec;
 pub mod ioat;
