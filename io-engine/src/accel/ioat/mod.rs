@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use driver::{Channel, DriverConfig, DriverCounters, Hardware};
 use model::{IoatModel, ModelConfig};
 
-use super::{Completion, Module, ModuleChannel, Opcode, Task, TaskId};
+use super::{Completion, Module, ModuleChannel, Opcode, Submission, Task, TaskId};
 
 /// The module's name, as in `--accel-assign copy=ioat` and metrics.
 pub const NAME: &str = "ioat";
@@ -435,8 +435,14 @@ impl IoatChannel {
 }
 
 impl ModuleChannel for IoatChannel {
-    fn submit(&mut self, tasks: &[Task], ids: &[TaskId], done: &mut Vec<(TaskId, Completion)>) {
-        self.ch().submit(tasks, ids, done);
+    fn submit(
+        &mut self,
+        tasks: &[Task],
+        first: TaskId,
+        done: &mut Vec<(TaskId, Completion)>,
+    ) -> Submission {
+        self.ch().submit(tasks, first, done);
+        Submission::Submitted
     }
 
     fn poll(&mut self, done: &mut Vec<(TaskId, Completion)>) -> usize {
