@@ -7,6 +7,7 @@
 //! submitters reap them from their queues later, on that same thread.
 
 use super::kernels::{Kernels, NT_THRESHOLD, crc32c_update};
+use super::prefetch::Prefetch;
 use crate::accel::{
     Completion, ModuleChannel, Opcode, Placement, Status, Submission, Task, TaskId,
 };
@@ -15,11 +16,12 @@ use crate::accel::{
 /// submitting call.
 pub(super) struct SoftwareChannel {
     k: &'static Kernels,
+    prefetch: Prefetch,
 }
 
 impl SoftwareChannel {
-    pub(super) fn new(k: &'static Kernels) -> SoftwareChannel {
-        SoftwareChannel { k }
+    pub(super) fn new(k: &'static Kernels, prefetch: Prefetch) -> SoftwareChannel {
+        SoftwareChannel { k, prefetch }
     }
 
     /// Runs one task. A copy or fill placed in memory
@@ -179,9 +181,12 @@ impl ModuleChannel for SoftwareChannel {
         let mut streamed = false;
         for (i, t) in tasks.iter().enumerate() {
             let id = first + i as TaskId;
-            if let Some(next) = tasks.get(i + 1) {
+            if let Some(next) = tasks.get(i + 1)
+                && self.prefetch != Prefetch::Off
+            {
                 let (ahead, n) = source_ahead(next);
-                if t.op == Opcode::Copy
+                if self.prefetch == Prefetch::Paced
+                    && t.op == Opcode::Copy
                     && t.placement == Placement::Cache
                     && t.len < NT_THRESHOLD
                     && n > 0

@@ -10,5 +10,7 @@
 mod channel;
 pub mod kernels;
 mod module;
+mod prefetch;
 
 pub use module::{MAX_BATCH, Software};
+pub use prefetch::{PREFETCH_ENV, Prefetch};

@@ -6,20 +6,35 @@
 
 use super::channel::SoftwareChannel;
 use super::kernels::Kernels;
+use super::prefetch::Prefetch;
 use crate::accel::{Module, ModuleChannel, Opcode};
 
 /// The software module.
 pub struct Software {
     k: &'static Kernels,
+    prefetch: Prefetch,
 }
 
 /// Most tasks per submission: a bound for the batch API, not a cost.
 pub const MAX_BATCH: usize = 4096;
 
 impl Software {
-    /// The module, with the kernels picked for this CPU.
+    /// The module, with the kernels and the prefetching picked for this
+    /// CPU ([`Prefetch::for_this_process`]).
     pub fn new() -> Software {
-        Software { k: Kernels::get() }
+        Software::with_prefetch(Prefetch::for_this_process())
+    }
+
+    /// The module with the given prefetching strategy.
+    pub fn with_prefetch(prefetch: Prefetch) -> Software {
+        let k = Kernels::get();
+        tracing::debug!(isa = k.name(), %prefetch, cpu = %crate::env::cpu::CpuKind::this(), "software accel module");
+        Software { k, prefetch }
+    }
+
+    /// Its prefetching strategy.
+    pub fn prefetch(&self) -> Prefetch {
+        self.prefetch
     }
 
     /// The instruction set its kernels use (`avx512`, `avx2`, `scalar`).
@@ -51,6 +66,6 @@ impl Module for Software {
         format!("{} kernels", self.isa())
     }
     fn create_channel(&self) -> Option<Box<dyn ModuleChannel>> {
-        Some(Box::new(SoftwareChannel::new(self.k)))
+        Some(Box::new(SoftwareChannel::new(self.k, self.prefetch)))
     }
 }
