@@ -16,6 +16,8 @@ mod perf_request;
 mod snapshot;
 
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 mod tests;
 
 pub use destroy_error::DestroyError;

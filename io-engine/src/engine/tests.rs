@@ -3,23 +3,9 @@
 //!
 //! Thread: the test threads; the engine's reactor runs its own loop.
 
+use super::testing::start_engine;
 use super::*;
 use crate::bdev::BdevError;
-use crate::env::cores::{CoreSet, allowed_cpus};
-
-fn start_engine() -> Engine {
-    let cpu = allowed_cpus().unwrap().cpus()[0];
-    Engine::start(EngineConfig {
-        cores: CoreSet::from_cpus([cpu]).unwrap(),
-        poll_mode: PollMode::ADAPTIVE,
-        io_pool_size: 256,
-        io_pool_cache: 16,
-        nbd_max_per_export: 0,
-        accel_modules: Vec::new(),
-        accel_assign: Vec::new(),
-    })
-    .unwrap()
-}
 
 #[test]
 fn a_shared_device_is_not_destroyed_until_unshared() {
@@ -78,7 +64,7 @@ fn a_snapshot_holds_every_part() {
     assert_eq!(reactors[0].index, 0);
     let pools = s.pools.as_ref().unwrap();
     assert_eq!(pools.len(), 1);
-    assert_eq!(pools[0].capacity, 256);
+    assert_eq!(pools[0].capacity, 4096);
     let exports = s.exports.as_ref().unwrap();
     assert_eq!(exports.len(), 1);
     assert_eq!(

@@ -15,10 +15,10 @@ use super::collector::{self, DEFS, Kind};
 use super::*;
 use crate::bdev::latency_bucket_bounds_ns;
 use crate::bdev::{BdevInfo, IoRequest, IoStats, IoType, LATENCY_BUCKETS, OpStats};
-use crate::engine::{BUILD, DeviceSnapshot, EngineConfig, Snapshot, guarded};
-use crate::env::cores::{CoreSet, allowed_cpus};
+use crate::engine::testing::start_engine;
+use crate::engine::{BUILD, DeviceSnapshot, Snapshot, guarded};
 use crate::pool::{BufPool, CoreStats, PoolConfig, PoolStats};
-use crate::reactor::{PollMode, ReactorStats};
+use crate::reactor::ReactorStats;
 
 // --- A small parser of the text exposition format 0.0.4 -------------------
 
@@ -254,20 +254,6 @@ fn the_parser_reads_and_rejects() {
 }
 
 // --- Fixtures ---------------------------------------------------------------
-
-fn start_engine() -> Engine {
-    let cpu = allowed_cpus().unwrap().cpus()[0];
-    Engine::start(EngineConfig {
-        cores: CoreSet::from_cpus([cpu]).unwrap(),
-        poll_mode: PollMode::ADAPTIVE,
-        io_pool_size: 4096,
-        io_pool_cache: 64,
-        nbd_max_per_export: 0,
-        accel_modules: Vec::new(),
-        accel_assign: Vec::new(),
-    })
-    .unwrap()
-}
 
 const WRITES: u64 = 5;
 const READS: u64 = 3;
