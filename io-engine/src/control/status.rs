@@ -6,6 +6,7 @@
 use tonic::{Code, Status};
 
 use crate::bdev::BdevError;
+use crate::engine::DestroyError;
 use crate::nbd::ExportError;
 use crate::perf::PerfError;
 use crate::reactor::ReactorError;
@@ -21,6 +22,14 @@ pub(super) fn bdev(e: BdevError) -> Status {
         BdevError::NotOnReactor | BdevError::Pool(_) => Code::Internal,
     };
     Status::new(code, e.to_string())
+}
+
+/// The status for a device that could not be destroyed.
+pub(super) fn destroy(e: DestroyError) -> Status {
+    match e {
+        e @ DestroyError::Shared(_) => Status::failed_precondition(e.to_string()),
+        DestroyError::Bdev(e) => bdev(e),
+    }
 }
 
 /// The status for a reactor that did not answer.
@@ -51,6 +60,12 @@ pub(super) fn export(e: ExportError) -> Status {
         e @ ExportError::AlreadyShared(_) => Status::already_exists(e.to_string()),
         e @ ExportError::NotShared(_) => Status::not_found(e.to_string()),
     }
+}
+
+/// A part of an engine snapshot, or `INTERNAL` if reading it panicked
+/// (the snapshot logged it).
+pub(super) fn snapshot_part<T>(part: Option<T>, what: &str) -> Result<T, Status> {
+    part.ok_or_else(|| Status::internal(format!("reading the {what} failed")))
 }
 
 /// A request field that is out of range.
@@ -84,6 +99,11 @@ mod tests {
                 }),
                 Code::FailedPrecondition,
                 "open",
+            ),
+            (
+                destroy(DestroyError::Shared("s0".into())),
+                Code::FailedPrecondition,
+                "shared over NBD; unshare it",
             ),
             (
                 perf(PerfError::Invalid("queue depth 0".into())),

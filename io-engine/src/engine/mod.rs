@@ -4,6 +4,27 @@
 //!
 //! Thread: any. `Engine` is `Send + Sync`; it reaches the data plane only
 //! through the reactors' one door, [`Reactors::run_on`].
+//!
+//! The rules of the control plane live here, not in the gRPC layer: what
+//! may be destroyed ([`Engine::destroy_bdev`]), what an unset perf field
+//! means ([`PerfRequest`]), and one reading of every counter
+//! ([`Engine::snapshot`]) that the stats service and the metrics share.
+
+mod destroy_error;
+mod device_snapshot;
+mod perf_request;
+mod snapshot;
+
+#[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
+mod tests;
+
+pub use destroy_error::DestroyError;
+pub use device_snapshot::DeviceSnapshot;
+pub use perf_request::PerfRequest;
+pub use snapshot::Snapshot;
+pub(crate) use snapshot::guarded;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -119,6 +140,20 @@ impl Engine {
     /// The devices.
     pub fn registry(&self) -> &Arc<BdevRegistry> {
         &self.registry
+    }
+
+    /// Destroys device `name`, unless it is shared: its clients come first.
+    /// Blocks while a large device's memory is unmapped.
+    pub fn destroy_bdev(&self, name: &str) -> Result<(), DestroyError> {
+        if self.exports.get(name).is_some() {
+            return Err(DestroyError::Shared(name.into()));
+        }
+        Ok(self.registry.destroy(name)?)
+    }
+
+    /// Every counter the engine keeps, read now (see [`Snapshot`]).
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::take(self)
     }
 
     /// The NBD export table.

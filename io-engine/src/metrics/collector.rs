@@ -1,31 +1,25 @@
-//! The collector behind the Prometheus endpoint: what each metric is, a
-//! snapshot of the engine's counters taken at scrape time, and the
-//! `prometheus` [`Collector`] that turns that snapshot into metric families.
+//! The collector behind the Prometheus endpoint: what each metric is, and
+//! the `prometheus` [`Collector`] that turns the engine's [`Snapshot`],
+//! taken at scrape time, into metric families.
 //!
 //! Thread: whichever thread scrapes — a blocking-pool thread of the daemon's
 //! runtime for `GET /metrics`, the caller for [`super::render`]; never a
-//! reactor. Taking a snapshot only reads: relaxed loads of the data path's
-//! per-core counters (the engine sums them), plus the device registry's
-//! control-path lock, taken briefly once for the list and once per device.
+//! reactor (`Engine::snapshot` only reads).
 //!
 //! The data path keeps no Prometheus objects: nothing here runs per IO.
-//! A snapshot part that panics (a poisoned or odd engine state) is logged and
-//! left out of that scrape; a reading that cannot be right (a torn in-flight
-//! or in-use count) is left out or clamped, never reported as garbage.
+//! A snapshot part that could not be read is left out of that scrape; a
+//! reading that cannot be right (a torn in-flight or in-use count) is left
+//! out or clamped, never reported as garbage.
 
 use std::collections::HashMap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Weak;
-use std::time::Duration;
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 use prometheus::{Registry, TextEncoder};
 
-use crate::bdev::{BdevInfo, IoStats, IoType, LATENCY_BUCKETS, OpStats, latency_bucket_bounds_ns};
-use crate::engine::{BUILD, BuildInfo, Engine};
-use crate::pool::PoolStats;
-use crate::reactor::ReactorStats;
+use crate::bdev::{IoType, LATENCY_BUCKETS, OpStats, latency_bucket_bounds_ns};
+use crate::engine::{Engine, Snapshot, guarded};
 
 /// The Prometheus type of a metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,133 +147,15 @@ defs! {
         "Time since the engine started.";
 }
 
-/// One device as seen at scrape time.
-#[derive(Debug, Clone)]
-pub(super) struct Device {
-    /// Name, product, geometry.
-    pub(super) info: BdevInfo,
-    /// Counters summed over cores.
-    pub(super) stats: IoStats,
-}
-
-/// The engine's counters at one moment: everything a scrape reports.
-#[derive(Debug, Clone)]
-pub(super) struct Snapshot {
-    /// This build.
-    pub(super) build: BuildInfo,
-    /// Time since the engine started; `None` without an engine.
-    pub(super) uptime: Option<Duration>,
-    /// Devices, by name.
-    pub(super) devices: Vec<Device>,
-    /// Reactors, by index.
-    pub(super) reactors: Vec<ReactorStats>,
-    /// Object pools.
-    pub(super) pools: Vec<PoolStats>,
-    /// NBD counters per export.
-    pub(super) nbd: Vec<crate::nbd::stats::ExportStats>,
-    /// Accel counters per (opcode, module) and per module.
-    pub(super) accel: (Vec<crate::accel::OpStats>, Vec<crate::accel::ModuleStats>),
-    /// Each module's engine counters: (module, event, count).
-    pub(super) accel_engine: Vec<(&'static str, &'static str, u64)>,
-    /// Which reactor holds each core slot seen in `pools`: per-core pool
-    /// counters are kept by slot and reported by reactor index.
-    pub(super) slot_cores: Vec<(u32, usize)>,
-}
-
-impl Snapshot {
-    /// Reads the engine's counters now. A part that panics is left out.
-    pub(super) fn take(engine: &Engine) -> Snapshot {
-        let registry = engine.registry();
-        let devices = guarded("device list", || registry.list())
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|info| {
-                // `None`: destroyed since the list; its series go with it.
-                let stats = guarded("device counters", || registry.io_stats(&info.name))??;
-                Some(Device { info, stats })
-            })
-            .collect();
-        let pools: Vec<PoolStats> =
-            guarded("IO pool counters", || vec![registry.io_pool_stats()]).unwrap_or_default();
-        let slot_cores = pools
-            .iter()
-            .flat_map(|p| p.per_core.iter().filter_map(|c| c.slot))
-            .filter_map(|s| Some((s, engine.reactors().index_of_slot(s)?)))
-            .collect();
-        Snapshot {
-            build: BUILD,
-            uptime: Some(engine.uptime()),
-            devices,
-            reactors: guarded("reactor counters", || engine.reactors().stats()).unwrap_or_default(),
-            pools,
-            slot_cores,
-            // Every share has its series, connected to or not.
-            nbd: guarded("NBD counters", || {
-                engine
-                    .exports()
-                    .list()
-                    .into_iter()
-                    .map(|s| {
-                        engine
-                            .nbd_counters()
-                            .export(&s.name)
-                            .snapshot(&s.name, s.connections as u64)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-            accel: guarded("accel counters", || engine.accel().stats()).unwrap_or_default(),
-            accel_engine: guarded("accel engine counters", || {
-                engine
-                    .accel()
-                    .engine_counters()
-                    .into_iter()
-                    .flat_map(|(m, c)| c.into_iter().map(move |(event, n)| (m, event, n)))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        }
-    }
-
-    /// What is left to report once the engine is gone: the build.
-    pub(super) fn without_engine() -> Snapshot {
-        Snapshot {
-            build: BUILD,
-            uptime: None,
-            devices: Vec::new(),
-            reactors: Vec::new(),
-            pools: Vec::new(),
-            slot_cores: Vec::new(),
-            nbd: Vec::new(),
-            accel: Default::default(),
-            accel_engine: Vec::new(),
-        }
-    }
-
-    /// The `core` label of a pool counter: the reactor index holding the
-    /// slot, `slotN` for a slot held by another thread, `none` without one.
-    fn core_label(&self, slot: Option<u32>) -> String {
-        match slot {
-            None => "none".into(),
-            Some(s) => match self.slot_cores.iter().find(|(slot, _)| *slot == s) {
-                Some((_, core)) => core.to_string(),
-                None => format!("slot{s}"),
-            },
-        }
-    }
-}
-
-/// Runs `f`, turning a panic into `None` (and an error log).
-pub(super) fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(v) => Some(v),
-        Err(_) => {
-            tracing::error!(
-                what,
-                "metrics: reading the engine panicked; this scrape leaves it out"
-            );
-            None
-        }
+/// The `core` label of a pool counter: the reactor index holding the slot,
+/// `slotN` for a slot held by another thread, `none` without one.
+fn core_label(s: &Snapshot, slot: Option<u32>) -> String {
+    match slot {
+        None => "none".into(),
+        Some(slot) => match s.core_of_slot(slot) {
+            Some(core) => core.to_string(),
+            None => format!("slot{slot}"),
+        },
     }
 }
 
@@ -421,7 +297,7 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
     let mut f = Families::new();
     let bounds_s = latency_bucket_bounds_ns().map(|ns| ns as f64 / NS_PER_S);
 
-    for d in &s.devices {
+    for d in s.devices.iter().flatten() {
         let name = d.info.name.as_str();
         for op in IoType::ALL {
             let o = d.stats.op(op);
@@ -451,7 +327,7 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
         f.gauge(&BDEV_OPEN, &[name], d.info.open as f64);
     }
 
-    for r in &s.reactors {
+    for r in s.reactors.iter().flatten() {
         let core = r.index.to_string();
         let core = [core.as_str()];
         f.gauge(
@@ -473,11 +349,11 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
         f.counter(&REACTOR_MESSAGES, &core, r.messages);
     }
 
-    for p in &s.pools {
+    for p in s.pools.iter().flatten() {
         let pool = p.name.as_str();
         let mut exhausted = 0u64;
         for c in &p.per_core {
-            let core = s.core_label(c.slot);
+            let core = core_label(s, c.slot);
             let labels = [pool, core.as_str()];
             f.counter(&POOL_GETS, &labels, c.gets);
             f.counter(&POOL_PUTS, &labels, c.puts);
@@ -496,7 +372,7 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
         }
     }
 
-    for e in &s.nbd {
+    for e in s.exports.iter().flatten() {
         let export = e.export.as_str();
         f.gauge(&NBD_CONNECTIONS, &[export], e.connections as f64);
         for (cmd, n) in &e.requests {
@@ -507,18 +383,19 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
         }
     }
 
-    let (ops, modules) = &s.accel;
-    for o in ops {
-        let labels = [o.opcode.name(), o.module];
-        f.counter(&ACCEL_OPS, &labels, o.executed);
-        f.counter(&ACCEL_BYTES, &labels, o.bytes);
-        f.counter(&ACCEL_FAILURES, &labels, o.failed);
-        f.counter(&ACCEL_MISCOMPARES, &labels, o.miscompares);
+    if let Some((ops, modules)) = &s.accel {
+        for o in ops {
+            let labels = [o.opcode.name(), o.module];
+            f.counter(&ACCEL_OPS, &labels, o.executed);
+            f.counter(&ACCEL_BYTES, &labels, o.bytes);
+            f.counter(&ACCEL_FAILURES, &labels, o.failed);
+            f.counter(&ACCEL_MISCOMPARES, &labels, o.miscompares);
+        }
+        for m in modules {
+            f.counter(&ACCEL_BATCHES, &[m.module], m.batches);
+        }
     }
-    for m in modules {
-        f.counter(&ACCEL_BATCHES, &[m.module], m.batches);
-    }
-    for &(module, event, n) in &s.accel_engine {
+    for &(module, event, n) in s.accel_engine.iter().flatten() {
         f.counter(&ACCEL_ENGINE_EVENTS, &[module, event], n);
     }
 
@@ -589,7 +466,7 @@ impl Collector for EngineCollector {
     fn collect(&self) -> Vec<MetricFamily> {
         let built = guarded("metric families", || match &self.source {
             Source::Live(engine) => match engine.upgrade() {
-                Some(engine) => families(&Snapshot::take(&engine)),
+                Some(engine) => families(&engine.snapshot()),
                 None => families(&Snapshot::without_engine()),
             },
             Source::Fixed(snapshot) => families(snapshot),

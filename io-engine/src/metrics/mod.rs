@@ -8,9 +8,10 @@
 //!
 //! Aggregate at scrape time: the data path keeps only its plain per-core
 //! counters (no Prometheus object, nothing per IO beyond what the engine
-//! already counts). A scrape takes a snapshot — the engine sums each
-//! device's, reactor's and pool's per-core counters with relaxed loads — and
-//! a custom `prometheus` collector builds the metric families from it, which
+//! already counts). A scrape takes `Engine::snapshot()`, the reading the
+//! gRPC stats service answers from too — the engine sums each device's,
+//! reactor's and pool's per-core counters with relaxed loads — and a custom
+//! `prometheus` collector builds the metric families from it, which
 //! a `prometheus::Registry` gathers and the `TextEncoder` writes. The
 //! engine's non-cumulative latency buckets become a cumulative histogram in
 //! seconds. Every operation of every device is reported, zero or not.
@@ -35,8 +36,7 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// One scrape of `engine`, in the text format: what `GET /metrics` answers.
 pub fn render(engine: &Engine) -> String {
-    let snapshot = collector::Snapshot::take(engine);
-    collector::Exporter::new(collector::EngineCollector::fixed(snapshot)).render()
+    collector::Exporter::new(collector::EngineCollector::fixed(engine.snapshot())).render()
 }
 
 /// Serves the endpoint on `listener` until `shutdown` completes:

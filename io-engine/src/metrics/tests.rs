@@ -11,14 +11,14 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::collector::{self, DEFS, Device, Kind, Snapshot};
+use super::collector::{self, DEFS, Kind};
 use super::*;
 use crate::bdev::latency_bucket_bounds_ns;
 use crate::bdev::{BdevInfo, IoRequest, IoStats, IoType, LATENCY_BUCKETS, OpStats};
-use crate::engine::{BUILD, EngineConfig};
-use crate::env::cores::{CoreSet, allowed_cpus};
+use crate::engine::testing::start_engine;
+use crate::engine::{BUILD, DeviceSnapshot, Snapshot, guarded};
 use crate::pool::{BufPool, CoreStats, PoolConfig, PoolStats};
-use crate::reactor::{PollMode, ReactorStats};
+use crate::reactor::ReactorStats;
 
 // --- A small parser of the text exposition format 0.0.4 -------------------
 
@@ -254,20 +254,6 @@ fn the_parser_reads_and_rejects() {
 }
 
 // --- Fixtures ---------------------------------------------------------------
-
-fn start_engine() -> Engine {
-    let cpu = allowed_cpus().unwrap().cpus()[0];
-    Engine::start(EngineConfig {
-        cores: CoreSet::from_cpus([cpu]).unwrap(),
-        poll_mode: PollMode::ADAPTIVE,
-        io_pool_size: 4096,
-        io_pool_cache: 64,
-        nbd_max_per_export: 0,
-        accel_modules: Vec::new(),
-        accel_assign: Vec::new(),
-    })
-    .unwrap()
-}
 
 const WRITES: u64 = 5;
 const READS: u64 = 3;
@@ -598,8 +584,8 @@ fn promtool_accepts_the_output() {
 
 // --- Tests over hand-made snapshots ---------------------------------------------
 
-fn device(name: &str, stats: IoStats) -> Device {
-    Device {
+fn device(name: &str, stats: IoStats) -> DeviceSnapshot {
+    DeviceSnapshot {
         info: BdevInfo {
             name: name.into(),
             uuid: uuid::Uuid::nil(),
@@ -614,10 +600,10 @@ fn device(name: &str, stats: IoStats) -> Device {
     }
 }
 
-fn snapshot(devices: Vec<Device>, pools: Vec<PoolStats>) -> Snapshot {
+fn snapshot(devices: Vec<DeviceSnapshot>, pools: Vec<PoolStats>) -> Snapshot {
     Snapshot {
-        devices,
-        pools,
+        devices: Some(devices),
+        pools: Some(pools),
         // Slot 3 is reactor 3's.
         slot_cores: vec![(3, 3)],
         ..Snapshot::without_engine()
@@ -762,7 +748,7 @@ fn reactors_are_labelled_by_index() {
         })
         .collect();
     let e = render_snapshot(Snapshot {
-        reactors,
+        reactors: Some(reactors),
         ..Snapshot::without_engine()
     });
     assert_eq!(
@@ -814,8 +800,8 @@ fn every_definition_builds_a_descriptor() {
 
 #[test]
 fn a_panic_while_reading_is_contained() {
-    assert_eq!(collector::guarded("test", || 7), Some(7));
-    let r: Option<u32> = collector::guarded("test", || panic!("poisoned on purpose"));
+    assert_eq!(guarded("test", || 7), Some(7));
+    let r: Option<u32> = guarded("test", || panic!("poisoned on purpose"));
     assert_eq!(r, None);
 }
 

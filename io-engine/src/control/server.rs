@@ -1,0 +1,91 @@
+//! The tonic server: the six `io_engine.v1` services, the standard health
+//! service (SERVING until shutdown) and reflection, and the graceful stop.
+//!
+//! Thread: the control-plane runtime.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use io_engine_api::v1 as pb;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::server::NamedService;
+use tonic::transport::Server;
+use tonic_health::ServingStatus;
+
+use super::{
+    AccelService, BdevService, ControlError, EngineService, ExportService, PerfService,
+    StatsService,
+};
+use crate::engine::Engine;
+
+use pb::accel_service_server::AccelServiceServer;
+use pb::bdev_service_server::BdevServiceServer;
+use pb::engine_service_server::EngineServiceServer;
+use pb::export_service_server::ExportServiceServer;
+use pb::perf_service_server::PerfServiceServer;
+use pb::stats_service_server::StatsServiceServer;
+
+/// How long requests in progress may take once shutdown starts.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Serves the API on `listener` until `shutdown` completes, then reports
+/// NOT_SERVING to health checks, stops accepting, and lets requests in
+/// progress finish.
+pub async fn serve(
+    listener: TcpListener,
+    engine: Arc<Engine>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ControlError> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_service_status("", ServingStatus::Serving).await;
+    for name in [
+        BdevServiceServer::<BdevService>::NAME,
+        StatsServiceServer::<StatsService>::NAME,
+        EngineServiceServer::<EngineService>::NAME,
+        PerfServiceServer::<PerfService>::NAME,
+        ExportServiceServer::<ExportService>::NAME,
+        AccelServiceServer::<AccelService>::NAME,
+    ] {
+        health
+            .set_service_status(name, ServingStatus::Serving)
+            .await;
+    }
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
+    let draining = async move {
+        shutdown.await;
+        health
+            .set_service_status("", ServingStatus::NotServing)
+            .await;
+        let _ = drain_tx.send(());
+    };
+    let server = Server::builder()
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(BdevServiceServer::new(BdevService::new(engine.clone())))
+        .add_service(StatsServiceServer::new(StatsService::new(engine.clone())))
+        .add_service(EngineServiceServer::new(EngineService::new(engine.clone())))
+        .add_service(PerfServiceServer::new(PerfService::new(engine.clone())))
+        .add_service(ExportServiceServer::new(ExportService::new(engine.clone())))
+        .add_service(AccelServiceServer::new(AccelService::new(engine)))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), draining);
+    // Requests in progress get SHUTDOWN_GRACE to finish; an idle client that
+    // keeps its connection open does not hold the shutdown up past that.
+    let grace = async {
+        if drain_rx.await.is_ok() {
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        r = server => r?,
+        _ = grace => tracing::info!("gRPC connections still open after {SHUTDOWN_GRACE:?}; closing them"),
+    }
+    Ok(())
+}
