@@ -36,7 +36,7 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock rust-toolchain.toml rustfmt.toml ./
 COPY proto proto
 COPY io-engine io-engine
-COPY control control
+COPY ctl ctl
 COPY tests tests
 RUN IO_ENGINE_GIT_REVISION="${GIT_REVISION}" \
       cargo build --release --locked --bin io-engine --bin io-engine-ctl --bin bdev-perf \

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, ValueEnum};
 use io_engine::env::affinity::pin_current_thread;
 use io_engine::env::dma::DmaRegion;
+use io_engine::env::xorshift::XorShift;
 
 /// Copies between random offsets of a big region and a few buffers.
 #[derive(Debug, Parser)]
@@ -65,23 +66,6 @@ enum Mode {
     Both,
 }
 
-/// xorshift64*: fast, and random enough to defeat the prefetcher.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A number below `n`, by multiply-shift rather than division.
-    fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
-    }
-}
-
 /// What one mode measured.
 struct Outcome {
     copies: u64,
@@ -120,7 +104,7 @@ fn run<const READ: bool>(
     /// Copies between clock reads.
     const BATCH: u64 = 1024;
     let blocks = (region.len() / size) as u64;
-    let mut rng = XorShift(if READ {
+    let mut rng = XorShift::new(if READ {
         0x9e37_79b9_7f4a_7c15
     } else {
         0xd1b5_4a32_d192_ed03
@@ -166,9 +150,7 @@ fn run<const READ: bool>(
 fn main() -> ExitCode {
     let args = Args::parse();
     // Shows the warning DmaRegion logs when it falls back to normal pages.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .init();
+    io_engine::env::logging::init("info", false);
     let region_len = args.region_mb.checked_mul(1 << 20);
     let buffers_len = args.qd.checked_mul(args.size);
     let (Some(region_len), Some(buffers_len)) = (region_len, buffers_len) else {

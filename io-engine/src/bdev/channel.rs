@@ -2,8 +2,10 @@
 //! per-core statistics and completion dispatch, in front of a device's own
 //! [`DeviceChannel`].
 //!
-//! Thread: one reactor. A channel is opened on a reactor, registers a poller
-//! there, and is `!Send`; every IO it submits completes on that reactor.
+//! Thread: one reactor. A channel is opened on a reactor
+//! ([`BdevDesc::open_channel`], defined here so that the descriptor does not
+//! depend on the channel), registers a poller there, and is `!Send`; every
+//! IO it submits completes on that reactor.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -12,9 +14,10 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
-use super::DeviceChannel;
+use super::desc::BdevDesc;
+use super::device_channel::DeviceChannel;
+use super::error::BdevError;
 use super::io::{BdevIo, IoCompletion, IoDone, IoError, IoRequest, IoSlot, IoType, SubmitError};
-use super::registry::{BdevDesc, BdevError};
 use super::stats::CoreCounters;
 use crate::env::core_slot;
 use crate::env::tsc;
@@ -145,6 +148,13 @@ impl IoChannel {
     /// Requests waiting for IO objects.
     pub fn waiting(&self) -> usize {
         self.inner.waiting.borrow().len()
+    }
+}
+
+impl BdevDesc {
+    /// Opens a channel on the calling reactor.
+    pub fn open_channel(&self) -> Result<IoChannel, BdevError> {
+        IoChannel::open(self.clone())
     }
 }
 

@@ -22,9 +22,11 @@
 
 use std::sync::Arc;
 
+use super::device::Bdev;
+use super::device_channel::DeviceChannel;
+use super::identity::Identity;
 use super::io::{BdevIo, IoError, IoType};
 use super::uri::BdevSpec;
-use super::{Bdev, DeviceChannel, Identity};
 use crate::accel::{Accel, AccelError, Batch, Placement, Queue, Reaped, Status};
 use crate::env::cache;
 use crate::env::dma::{DmaError, DmaRegion, check_memory};

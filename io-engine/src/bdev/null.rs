@@ -4,9 +4,11 @@
 //!
 //! Thread: the device is shared; each channel lives on one reactor.
 
+use super::device::Bdev;
+use super::device_channel::DeviceChannel;
+use super::identity::Identity;
 use super::io::{BdevIo, IoType};
 use super::uri::BdevSpec;
-use super::{Bdev, DeviceChannel, Identity};
 
 /// A null device.
 pub struct Null {

@@ -9,5 +9,8 @@ pub mod affinity;
 pub mod cache;
 pub mod core_slot;
 pub mod cores;
+pub mod cpu;
 pub mod dma;
+pub mod logging;
 pub mod tsc;
+pub mod xorshift;

@@ -8,7 +8,10 @@
 
 use std::sync::Arc;
 
-use super::{ObjectPool, PoolConfig, PoolError, Pooled};
+use super::config::PoolConfig;
+use super::error::PoolError;
+use super::object_pool::ObjectPool;
+use super::pooled::Pooled;
 use crate::env::dma::{DmaError, DmaRegion, DmaSlice, check_memory};
 
 /// One buffer's place in its DMA region: a view of a [`DmaSlice`] for the

@@ -200,7 +200,6 @@ fn stress_many_threads_pass_objects_around() {
         .unwrap(),
     );
     let rounds = scale(20_000);
-    let drain_wait = std::time::Duration::from_millis(if cfg!(miri) { 1 } else { 50 });
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..THREADS).map(|_| mpsc::channel::<Pooled<u64>>()).unzip();
     let handles: Vec<_> = rxs
         .into_iter()
@@ -239,8 +238,10 @@ fn stress_many_threads_pass_objects_around() {
                 }
                 drop(next);
                 drop(held);
-                // Drain what others still send.
-                while let Ok(o) = rx.recv_timeout(drain_wait) {
+                // Drain what the previous thread still sends, until it is
+                // done and has dropped its sender: an object left in the
+                // channel would be freed after this thread's flush.
+                while let Ok(o) = rx.recv() {
                     drop(o);
                 }
                 p.flush_local();

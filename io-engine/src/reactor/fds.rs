@@ -3,65 +3,22 @@
 //! (with the reactor's wake-up eventfd) in adaptive mode, so a reactor wakes
 //! on a message, on I/O readiness or at the end of its sleep interval.
 //!
-//! Thread: a reactor thread only; registrations are `!Send`.
+//! Thread: a reactor thread only; the set is `!Send`, owned by the
+//! reactor's local state and by the [`FdRegistration`]s made on it.
+//!
+//! [`FdRegistration`]: super::FdRegistration
 
 use std::cell::{Cell, RefCell};
 use std::os::fd::{AsFd, OwnedFd};
-use std::rc::{Rc, Weak};
+use std::rc::Weak;
 use std::time::Duration;
 
 use rustix::event::Timespec;
 use rustix::event::epoll::{self, CreateFlags, Event, EventData, EventFlags};
 
-/// What a registered fd is watched for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Interest {
-    /// Readable (or peer closed).
-    pub read: bool,
-    /// Writable.
-    pub write: bool,
-}
-
-impl Interest {
-    /// Readable only.
-    pub const READ: Interest = Interest {
-        read: true,
-        write: false,
-    };
-    /// Readable and writable.
-    pub const READ_WRITE: Interest = Interest {
-        read: true,
-        write: true,
-    };
-
-    fn flags(self) -> EventFlags {
-        let mut f = EventFlags::RDHUP;
-        if self.read {
-            f |= EventFlags::IN;
-        }
-        if self.write {
-            f |= EventFlags::OUT;
-        }
-        f
-    }
-}
-
-/// What the fd is ready for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Readiness {
-    /// Data (or end of file) can be read.
-    pub readable: bool,
-    /// Data can be written.
-    pub writable: bool,
-    /// The peer closed or the fd is in error.
-    pub hangup: bool,
-}
-
-/// Receives readiness events on the reactor that registered the fd.
-pub trait FdHandler {
-    /// The fd is ready for something it was registered for.
-    fn on_ready(&self, ready: Readiness);
-}
+use super::fd_handler::FdHandler;
+use super::interest::Interest;
+use super::readiness::Readiness;
 
 const WAKE_TOKEN: u64 = u64::MAX;
 const EVENTS_PER_WAIT: usize = 64;
@@ -151,7 +108,8 @@ impl Fds {
         self.live.get() > 0
     }
 
-    fn add(
+    /// Watches `fd` for `interest`, telling `h`; returns the fd's token.
+    pub(super) fn add(
         &self,
         fd: &dyn AsFd,
         interest: Interest,
@@ -181,62 +139,31 @@ impl Fds {
         Ok(token)
     }
 
+    /// Changes what the fd of `token` is watched for.
+    pub(super) fn modify(
+        &self,
+        fd: &dyn AsFd,
+        token: usize,
+        interest: Interest,
+    ) -> std::io::Result<()> {
+        epoll::modify(
+            &self.epoll,
+            fd.as_fd(),
+            EventData::new_u64(token as u64),
+            interest.flags(),
+        )
+        .map_err(std::io::Error::from)
+    }
+
+    /// Stops watching the fd of `token`.
+    pub(super) fn remove(&self, fd: &dyn AsFd, token: usize) {
+        let _ = epoll::delete(&self.epoll, fd.as_fd());
+        self.release(token);
+        self.live.set(self.live.get() - 1);
+    }
+
     fn release(&self, token: usize) {
         self.handlers.borrow_mut()[token] = None;
         self.free.borrow_mut().push(token);
     }
-}
-
-/// Keeps an fd registered on its reactor; dropping it unregisters the fd.
-pub struct FdRegistration {
-    token: usize,
-    source: Rc<dyn AsFd>,
-}
-
-impl FdRegistration {
-    /// Changes what the fd is watched for.
-    pub fn set_interest(&self, interest: Interest) -> std::io::Result<()> {
-        super::local::with_fds(|fds| {
-            epoll::modify(
-                &fds.epoll,
-                self.source.as_fd(),
-                EventData::new_u64(self.token as u64),
-                interest.flags(),
-            )
-            .map_err(std::io::Error::from)
-        })
-        .unwrap_or_else(|| {
-            Err(std::io::Error::other(
-                "not on the reactor that registered the fd",
-            ))
-        })
-    }
-}
-
-impl Drop for FdRegistration {
-    fn drop(&mut self) {
-        super::local::with_fds(|fds| {
-            let _ = epoll::delete(&fds.epoll, self.source.as_fd());
-            fds.release(self.token);
-            fds.live.set(fds.live.get() - 1);
-        });
-    }
-}
-
-/// Registers `source` on the calling reactor: `handler` is told when it is
-/// ready for `interest`. The registration keeps `source` open; the handler
-/// is held weakly (it usually owns the registration).
-pub fn register_fd(
-    source: Rc<dyn AsFd>,
-    interest: Interest,
-    handler: Weak<dyn FdHandler>,
-) -> std::io::Result<FdRegistration> {
-    let token = super::local::with_fds(|fds| fds.add(&*source, interest, handler)).unwrap_or_else(
-        || {
-            Err(std::io::Error::other(
-                "register_fd called off a reactor thread",
-            ))
-        },
-    )?;
-    Ok(FdRegistration { token, source })
 }

@@ -2,67 +2,40 @@
 //!
 //! Thread: a reactor thread only. The state here sits in a thread-local and
 //! is `!Send`; code running on the reactor (pollers, tasks, message jobs)
-//! registers pollers and spawns tasks through the free functions below.
+//! registers pollers and fds and spawns tasks through the free functions
+//! below.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
+use std::os::fd::AsFd;
 use std::panic::AssertUnwindSafe;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::Duration;
 
+use super::fd_handler::FdHandler;
+use super::fd_registration::FdRegistration;
 use super::fds::Fds;
-use super::{Message, PollMode, Shared, panic_message, run_job};
+use super::interest::Interest;
+use super::message::Message;
+use super::panic::panic_message;
+use super::poll::Poll;
+use super::poll_mode::PollMode;
+use super::poller::{Poller, PollerHandle};
+use super::shared::Shared;
 use crate::env::core_slot::SlotClaim;
 use crate::env::tsc;
 
-/// What a poller found to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Poll {
-    /// It did work: the reactor counts the round as busy.
-    Busy,
-    /// Nothing to do.
-    Idle,
-}
-
-type PollFn = Box<dyn FnMut() -> Poll>;
-
-struct PollerEntry {
-    name: &'static str,
-    live: Rc<Cell<bool>>,
-    f: PollFn,
-}
-
-/// Keeps a poller registered; dropping it unregisters the poller (it stops
-/// running from the next round on).
-#[must_use = "dropping the handle unregisters the poller"]
-pub struct PollerHandle {
-    live: Rc<Cell<bool>>,
-    name: &'static str,
-}
-
-impl PollerHandle {
-    /// The poller's name.
-    pub fn name(&self) -> &'static str {
-        self.name
-    }
-}
-
-impl Drop for PollerHandle {
-    fn drop(&mut self) {
-        self.live.set(false);
-    }
-}
-
 struct Local {
     shared: Arc<Shared>,
-    fds: Fds,
+    /// Shared with the fd registrations made on this reactor.
+    fds: Rc<Fds>,
     /// Pollers run each round. Taken out while they run, so a poller may
     /// register another; additions land in `added`.
-    pollers: RefCell<Vec<PollerEntry>>,
-    added: RefCell<Vec<PollerEntry>>,
+    pollers: RefCell<Vec<Poller>>,
+    added: RefCell<Vec<Poller>>,
     ready: RefCell<VecDeque<async_task::Runnable>>,
     /// The earliest [`wake_by`] deadline asked for this round (TSC ticks;
     /// `u64::MAX`: none). Reset at the start of every round.
@@ -90,15 +63,23 @@ pub fn current_core() -> Option<usize> {
 /// the handle drops. Panics off a reactor thread (a programming error: data
 /// path code runs on reactors).
 pub fn register_poller(name: &'static str, f: impl FnMut() -> Poll + 'static) -> PollerHandle {
-    let live = Rc::new(Cell::new(true));
-    let entry = PollerEntry {
-        name,
-        live: live.clone(),
-        f: Box::new(f),
-    };
-    with_local(|l| l.added.borrow_mut().push(entry))
+    let (poller, handle) = Poller::new(name, f);
+    with_local(|l| l.added.borrow_mut().push(poller))
         .expect("register_poller called off a reactor thread");
-    PollerHandle { live, name }
+    handle
+}
+
+/// Registers `source` on the calling reactor: `handler` is told when it is
+/// ready for `interest`. The registration keeps `source` open; the handler
+/// is held weakly (it usually owns the registration).
+pub fn register_fd(
+    source: Rc<dyn AsFd>,
+    interest: Interest,
+    handler: Weak<dyn FdHandler>,
+) -> std::io::Result<FdRegistration> {
+    let fds = with_local(|l| l.fds.clone())
+        .ok_or_else(|| std::io::Error::other("register_fd called off a reactor thread"))?;
+    FdRegistration::new(fds, source, interest, handler)
 }
 
 /// Asks the calling reactor to be awake again by `at` (a [`tsc::now`]
@@ -183,7 +164,7 @@ const BUSY_FD_POLL_INTERVAL_NS: u64 = 20_000;
 pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim, fds: Fds) {
     let local = Rc::new(Local {
         shared: shared.clone(),
-        fds,
+        fds: Rc::new(fds),
         pollers: RefCell::new(Vec::new()),
         added: RefCell::new(Vec::new()),
         ready: RefCell::new(VecDeque::new()),
@@ -220,12 +201,7 @@ pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim, fds: Fds) {
             handled += 1;
             // Counted before it runs: whoever gets the job's reply sees it.
             counters.add_messages(1);
-            match msg {
-                Message::Run(job) => run_job(shared.index, job),
-                Message::Wake(r) => {
-                    r.run();
-                }
-            }
+            msg.run(shared.index);
         }
         busy |= handled > 0;
         busy |= local.run_pollers();
@@ -295,17 +271,13 @@ fn sleep(local: &Local, max: Duration) -> bool {
     // Pairs with the fence in `Shared::post`.
     fence(Ordering::SeqCst);
     let ran = if shared.queue.is_empty() && !shared.stop.load(Ordering::Acquire) {
+        shared.counters.sleeping();
         local.fds.poll(max, &shared.wake)
     } else {
         false
     };
     shared.sleeping.store(false, Ordering::Relaxed);
     ran
-}
-
-/// Runs `f` on the calling reactor's fd set, if the thread is a reactor.
-pub(super) fn with_fds<R>(f: impl FnOnce(&Fds) -> R) -> Option<R> {
-    with_local(|l| f(&l.fds))
 }
 
 impl Local {

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::PollMode;
+use super::poll_mode::PollMode;
 use crate::env::tsc;
 
 /// A reactor's counters at one moment.
@@ -33,6 +33,7 @@ pub(super) struct Counters {
     busy_ticks: AtomicU64,
     idle_ticks: AtomicU64,
     messages: AtomicU64,
+    sleeps: AtomicU64,
 }
 
 #[inline(always)]
@@ -52,6 +53,16 @@ impl Counters {
             },
             ticks,
         );
+    }
+
+    /// The reactor starts a sleep.
+    pub(super) fn sleeping(&self) {
+        add(&self.sleeps, 1);
+    }
+
+    /// Sleeps started so far.
+    pub(super) fn sleeps(&self) -> u64 {
+        self.sleeps.load(Ordering::Relaxed)
     }
 
     pub(super) fn slept(&self, ticks: u64) {

@@ -102,14 +102,7 @@ impl<E: std::fmt::Display> From<E> for Fatal {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
+    io_engine::env::logging::init("warn", false);
     match run(args) {
         Ok(report) => {
             if report.ok() {

@@ -139,7 +139,7 @@ struct Args {
     log_format: LogFormat,
 }
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum LogFormat {
     Text,
     Json,
@@ -177,26 +177,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(args.log_format);
+    io_engine::env::logging::init("info", args.log_format == LogFormat::Json);
     match run(args) {
         Ok(code) => code,
         Err(Fatal(msg)) => {
             eprintln!("io-engine: error: {msg}");
             ExitCode::from(2)
         }
-    }
-}
-
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
     }
 }
 

@@ -17,11 +17,6 @@ use crate::client::Client;
 use crate::error::CtlError;
 use crate::rate::interval_rates;
 use crate::render;
-use crate::view::{
-    AccelAssignmentsJson, AccelModulesJson, AccelStatsJson, BdevJson, EmptyJson, EngineInfoJson,
-    ExportJson, GetIoStatsJson, GetPoolStatsJson, GetReactorStatsJson, ListBdevsJson,
-    ListExportsJson,
-};
 
 /// Connects to the engine, runs `cli.command` and writes its result to `out`.
 pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlError> {
@@ -34,50 +29,46 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
         Command::Bdev(cmd) => match cmd {
             BdevCommand::Create { uri } => {
                 let b = client.create_bdev(uri).await?;
-                printer.show(&BdevJson::from(&b), || render::bdev(&b))
+                printer.show(&b, || render::bdev(&b))
             }
             BdevCommand::Destroy { name } => {
-                client.destroy_bdev(name).await?;
-                printer.show(&EmptyJson {}, || format!("destroyed device {name:?}\n"))
+                let r = client.destroy_bdev(name).await?;
+                printer.show(&r, || format!("destroyed device {name:?}\n"))
             }
             BdevCommand::Get { name } => {
                 let b = client.get_bdev(name).await?;
-                printer.show(&BdevJson::from(&b), || render::bdev(&b))
+                printer.show(&b, || render::bdev(&b))
             }
             BdevCommand::List => {
-                let bdevs = client.list_bdevs().await?;
-                printer.show(&ListBdevsJson::new(&bdevs), || render::bdev_list(&bdevs))
+                let r = client.list_bdevs().await?;
+                printer.show(&r, || render::bdev_list(&r.bdevs))
             }
             BdevCommand::Share { name, read_only } => {
                 let e = client.share(name, *read_only).await?;
-                printer.show(&ExportJson::from(&e), || format!("{}\n", e.uri))
+                printer.show(&e, || format!("{}\n", e.uri))
             }
             BdevCommand::Unshare { name } => {
-                client.unshare(name).await?;
-                printer.show(&EmptyJson {}, || format!("unshared device {name:?}\n"))
+                let r = client.unshare(name).await?;
+                printer.show(&r, || format!("unshared device {name:?}\n"))
             }
         },
         Command::Accel(cmd) => match cmd {
             AccelCommand::Modules => {
                 let r = client.accel_modules().await?;
-                printer.show(&AccelModulesJson::new(&r), || render::accel_modules(&r))
+                printer.show(&r, || render::accel_modules(&r))
             }
             AccelCommand::Assignments => {
                 let r = client.accel_assignments().await?;
-                printer.show(&AccelAssignmentsJson::new(&r), || {
-                    render::accel_assignments(&r)
-                })
+                printer.show(&r, || render::accel_assignments(&r))
             }
             AccelCommand::Stats => {
                 let r = client.accel_stats().await?;
-                printer.show(&AccelStatsJson::new(&r), || render::accel_stats(&r))
+                printer.show(&r, || render::accel_stats(&r))
             }
         },
         Command::Export(ExportCommand::List) => {
-            let exports = client.list_exports().await?;
-            printer.show(&ListExportsJson::new(&exports), || {
-                render::export_list(&exports)
-            })
+            let r = client.list_exports().await?;
+            printer.show(&r, || render::export_list(&r.exports))
         }
         Command::Stats(cmd) => match cmd {
             StatsCommand::Io(IoArgs {
@@ -86,7 +77,7 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
                 count: _,
             }) => {
                 let r = client.io_stats(name.as_deref()).await?;
-                printer.show(&GetIoStatsJson::from(&r), || render::io_stats(&r))
+                printer.show(&r, || render::io_stats(&r))
             }
             StatsCommand::Io(IoArgs {
                 name,
@@ -103,15 +94,15 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
             }
             StatsCommand::Reactors => {
                 let r = client.reactor_stats().await?;
-                printer.show(&GetReactorStatsJson::from(&r), || render::reactor_stats(&r))
+                printer.show(&r, || render::reactor_stats(&r))
             }
             StatsCommand::Pools => {
                 let r = client.pool_stats().await?;
-                printer.show(&GetPoolStatsJson::from(&r), || render::pool_stats(&r))
+                printer.show(&r, || render::pool_stats(&r))
             }
             StatsCommand::Reset { name } => {
-                client.reset_io_stats(name.as_deref()).await?;
-                printer.show(&EmptyJson {}, || match name {
+                let r = client.reset_io_stats(name.as_deref()).await?;
+                printer.show(&r, || match name {
                     Some(name) => format!("reset the IO counters of device {name:?}\n"),
                     None => "reset the IO counters of every device\n".to_owned(),
                 })
@@ -119,7 +110,7 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
         },
         Command::Engine(EngineCommand::Info) => {
             let e = client.engine_info().await?;
-            printer.show(&EngineInfoJson::from(&e), || render::engine_info(&e))
+            printer.show(&e, || render::engine_info(&e))
         }
     }
 }
@@ -161,7 +152,8 @@ struct Printer<'a, W: Write> {
 }
 
 impl<W: Write> Printer<'_, W> {
-    /// Prints `json` pretty-printed, or the table `table` makes.
+    /// Prints `json` (the engine's answer, or the rates of `--watch`)
+    /// pretty-printed, or the table `table` makes.
     fn show(
         &mut self,
         json: &impl Serialize,
@@ -185,16 +177,16 @@ impl<W: Write> Printer<'_, W> {
 
 /// A JSON document followed by a newline.
 fn json_pretty(value: &impl Serialize) -> String {
-    // The views hold only strings, numbers, booleans, options and
-    // sequences, which always serialize.
-    let mut text = serde_json::to_string_pretty(value).expect("views always serialize");
+    // The messages hold only strings, numbers, booleans, options, messages
+    // and sequences, which always serialize.
+    let mut text = serde_json::to_string_pretty(value).expect("messages always serialize");
     text.push('\n');
     text
 }
 
 /// A JSON document on one line, followed by a newline.
 fn json_line(value: &impl Serialize) -> String {
-    let mut text = serde_json::to_string(value).expect("views always serialize");
+    let mut text = serde_json::to_string(value).expect("messages always serialize");
     text.push('\n');
     text
 }

@@ -7,12 +7,13 @@ use std::future::Future;
 use std::time::Duration;
 
 use io_engine_api::v1::{
-    Bdev, CreateBdevRequest, DestroyBdevRequest, EngineInfo, Export, GetAccelStatsRequest,
-    GetAccelStatsResponse, GetAssignmentsRequest, GetAssignmentsResponse, GetBdevRequest,
-    GetInfoRequest, GetIoStatsRequest, GetIoStatsResponse, GetPoolStatsRequest,
+    Bdev, CreateBdevRequest, DestroyBdevRequest, DestroyBdevResponse, EngineInfo, Export,
+    GetAccelStatsRequest, GetAccelStatsResponse, GetAssignmentsRequest, GetAssignmentsResponse,
+    GetBdevRequest, GetInfoRequest, GetIoStatsRequest, GetIoStatsResponse, GetPoolStatsRequest,
     GetPoolStatsResponse, GetReactorStatsRequest, GetReactorStatsResponse, ListBdevsRequest,
-    ListExportsRequest, ListModulesRequest, ListModulesResponse, ResetIoStatsRequest, ShareRequest,
-    UnshareRequest, accel_service_client::AccelServiceClient,
+    ListBdevsResponse, ListExportsRequest, ListExportsResponse, ListModulesRequest,
+    ListModulesResponse, ResetIoStatsRequest, ResetIoStatsResponse, ShareRequest, UnshareRequest,
+    UnshareResponse, accel_service_client::AccelServiceClient,
     bdev_service_client::BdevServiceClient, engine_service_client::EngineServiceClient,
     export_service_client::ExportServiceClient, stats_service_client::StatsServiceClient,
 };
@@ -140,25 +141,23 @@ impl Client {
     }
 
     /// `ExportService.Unshare`.
-    pub(crate) async fn unshare(&mut self, bdev: &str) -> Result<(), CtlError> {
+    pub(crate) async fn unshare(&mut self, bdev: &str) -> Result<UnshareResponse, CtlError> {
         let request = UnshareRequest {
             bdev: bdev.to_owned(),
         };
         self.target
             .call("ExportService.Unshare", self.export.unshare(request))
             .await
-            .map(|_| ())
     }
 
     /// `ExportService.List`.
-    pub(crate) async fn list_exports(&mut self) -> Result<Vec<Export>, CtlError> {
+    pub(crate) async fn list_exports(&mut self) -> Result<ListExportsResponse, CtlError> {
         self.target
             .call(
                 "ExportService.List",
                 self.export.list(ListExportsRequest {}),
             )
             .await
-            .map(|r| r.exports)
     }
 
     /// `BdevService.Create`.
@@ -172,14 +171,16 @@ impl Client {
     }
 
     /// `BdevService.Destroy`.
-    pub(crate) async fn destroy_bdev(&mut self, name: &str) -> Result<(), CtlError> {
+    pub(crate) async fn destroy_bdev(
+        &mut self,
+        name: &str,
+    ) -> Result<DestroyBdevResponse, CtlError> {
         let request = DestroyBdevRequest {
             name: name.to_owned(),
         };
         self.target
             .call("BdevService.Destroy", self.bdev.destroy(request))
             .await
-            .map(drop)
     }
 
     /// `BdevService.Get`.
@@ -193,12 +194,11 @@ impl Client {
     }
 
     /// `BdevService.List`.
-    pub(crate) async fn list_bdevs(&mut self) -> Result<Vec<Bdev>, CtlError> {
+    pub(crate) async fn list_bdevs(&mut self) -> Result<ListBdevsResponse, CtlError> {
         let request = ListBdevsRequest {};
         self.target
             .call("BdevService.List", self.bdev.list(request))
             .await
-            .map(|r| r.bdevs)
     }
 
     /// `StatsService.GetIoStats`: one device, or every device for `None`.
@@ -215,7 +215,10 @@ impl Client {
     }
 
     /// `StatsService.ResetIoStats`: one device, or every device for `None`.
-    pub(crate) async fn reset_io_stats(&mut self, name: Option<&str>) -> Result<(), CtlError> {
+    pub(crate) async fn reset_io_stats(
+        &mut self,
+        name: Option<&str>,
+    ) -> Result<ResetIoStatsResponse, CtlError> {
         let request = ResetIoStatsRequest {
             name: name.map(str::to_owned),
         };
@@ -225,7 +228,6 @@ impl Client {
                 self.stats.reset_io_stats(request),
             )
             .await
-            .map(drop)
     }
 
     /// `StatsService.GetReactorStats`.

@@ -12,7 +12,6 @@ mod error;
 mod format;
 mod rate;
 mod render;
-mod view;
 
 use std::io::{self, Write};
 use std::process::ExitCode;

@@ -1,0 +1,43 @@
+//! [`BdevError`]: the errors of creating, destroying and opening devices.
+//!
+//! Thread: any.
+
+use super::uri::UriError;
+use crate::env::dma::DmaError;
+use crate::pool::PoolError;
+
+/// Errors of the registry and of opening devices.
+#[derive(Debug, thiserror::Error)]
+pub enum BdevError {
+    /// The URI does not describe a device.
+    #[error("invalid device URI: {0}")]
+    Uri(#[from] UriError),
+    /// A device with that name exists.
+    #[error("a device named {0:?} already exists")]
+    Exists(String),
+    /// No device with that name.
+    #[error("no device named {0:?}")]
+    NotFound(String),
+    /// The device is open (by a channel, a share, a benchmark).
+    #[error("device {name:?} is open ({open} descriptor(s)); close it before destroying it")]
+    Busy {
+        /// Device name.
+        name: String,
+        /// Open descriptors.
+        open: usize,
+    },
+    /// The device's memory could not be had.
+    #[error("cannot allocate memory for device {name:?}: {source}")]
+    NoMemory {
+        /// Device name.
+        name: String,
+        /// Why.
+        source: DmaError,
+    },
+    /// A channel can only be opened on a reactor thread.
+    #[error("IO channels are opened on a reactor thread")]
+    NotOnReactor,
+    /// The IO pool could not be built.
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+}

@@ -1,0 +1,44 @@
+//! [`BdevInfo`]: a device's description as the control plane shows it.
+//!
+//! Thread: any; a snapshot, taken under the registry's lock.
+
+use std::sync::atomic::Ordering;
+
+use super::entry::Entry;
+
+/// A device's description, as the control plane shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BdevInfo {
+    /// Name.
+    pub name: String,
+    /// Identity.
+    pub uuid: uuid::Uuid,
+    /// Canonical URI.
+    pub uri: String,
+    /// `null` or `malloc`.
+    pub product: String,
+    /// Bytes per block.
+    pub block_size: u32,
+    /// Number of blocks.
+    pub num_blocks: u64,
+    /// Size in bytes.
+    pub size_bytes: u64,
+    /// Open descriptors.
+    pub open: usize,
+}
+
+impl BdevInfo {
+    pub(super) fn of(e: &Entry) -> BdevInfo {
+        let b = &e.bdev;
+        BdevInfo {
+            name: b.name().to_string(),
+            uuid: b.uuid(),
+            uri: b.uri(),
+            product: b.product().to_string(),
+            block_size: b.block_size(),
+            num_blocks: b.num_blocks(),
+            size_bytes: b.size_bytes(),
+            open: e.open.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! Logging set-up for the binaries: tracing-subscriber's formatter on
+//! stderr, filtered by `RUST_LOG` (or a default level), colours only on a
+//! terminal, text or JSON lines.
+//!
+//! Thread: the main thread, once, before any other thread starts.
+
+/// Installs the process's tracing subscriber. `default_level` applies when
+/// `RUST_LOG` is unset or invalid (`"info"` for the daemon, `"warn"` for
+/// the benchmarks); `json` writes one JSON object per event.
+pub fn init(default_level: &str, json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
