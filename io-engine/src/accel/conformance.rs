@@ -3,6 +3,8 @@
 //! one). Each check compares what the module did against a plain
 //! reference implementation and panics with the case that failed.
 //!
+//! Compiled for tests only (the framework's and the I/OAT module's).
+//!
 //! Thread: the calling thread, which gets its own channel of the `Accel`
 //! under test and polls it until each case completes.
 

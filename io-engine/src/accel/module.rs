@@ -1,10 +1,10 @@
-//! The module seam: what an accel engine (software, I/OAT) provides.
+//! The module seam, first half: what an accel engine (software, I/OAT)
+//! is and what it offers; its per-thread half is [`ModuleChannel`].
 //!
 //! Thread: a [`Module`] is shared by every thread and only describes the
-//! engine and makes channels; a [`ModuleChannel`] is made on, and used only
-//! by, the thread of the [`AccelChannel`](super::AccelChannel) that owns it.
+//! engine and makes channels.
 
-use super::{Completion, Opcode, Task, TaskId};
+use super::{ModuleChannel, Opcode};
 
 /// An accel engine.
 pub trait Module: Send + Sync {
@@ -41,30 +41,6 @@ pub trait Module: Send + Sync {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
-}
-
-/// One thread's channel to a module.
-pub trait ModuleChannel {
-    /// Takes the tasks `ids` of `tasks` (at most `max_batch`), in one
-    /// hand-off to the engine. A module that finishes tasks at once (the
-    /// software module) reports them in `done`; the framework files them
-    /// in their submitters' queues, which hand them over only when reaped,
-    /// never from inside a submission.
-    fn submit(&mut self, tasks: &[Task], ids: &[TaskId], done: &mut Vec<(TaskId, Completion)>);
-
-    /// Whether the module finishes every task inside [`ModuleChannel::submit`]
-    /// and reports it there, reading no task after the call returns (the
-    /// software module). The framework then builds a single task in a
-    /// scratch slot instead of taking one from the pool.
-    fn completes_at_submit(&self) -> bool {
-        false
-    }
-
-    /// Reports tasks that finished since the last poll; returns how many.
-    fn poll(&mut self, done: &mut Vec<(TaskId, Completion)>) -> usize;
-
-    /// Tasks the engine holds (submitted, not yet reported).
-    fn in_flight(&self) -> usize;
 }
 
 impl std::fmt::Debug for dyn Module {

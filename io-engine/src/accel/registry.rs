@@ -7,59 +7,15 @@
 
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
-use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::channel::AccelChannel;
 use super::software::Software;
 use super::stats::{self, ChannelStats};
-use super::{AccelError, Module, ModuleStats, OpStats, Opcode};
-
-/// `OPCODE=MODULE`, as given to `--accel-assign`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Assignment {
-    /// The opcode.
-    pub op: Opcode,
-    /// The module to run it.
-    pub module: String,
-}
-
-impl FromStr for Assignment {
-    type Err = AccelError;
-    fn from_str(s: &str) -> Result<Self, AccelError> {
-        let (op, module) = s
-            .split_once('=')
-            .ok_or_else(|| AccelError::BadAssignment(s.to_string()))?;
-        let op = op
-            .trim()
-            .parse()
-            .map_err(|_| AccelError::BadAssignment(s.to_string()))?;
-        let module = module.trim();
-        if module.is_empty() {
-            return Err(AccelError::BadAssignment(s.to_string()));
-        }
-        Ok(Assignment {
-            op,
-            module: module.to_string(),
-        })
-    }
-}
-
-/// What the API shows of a module.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ModuleInfo {
-    /// Its name.
-    pub name: &'static str,
-    /// The opcodes it executes.
-    pub opcodes: Vec<Opcode>,
-    /// Most tasks per submission.
-    pub max_batch: usize,
-    /// Longest copy it takes, in bytes.
-    pub max_transfer: usize,
-    /// What runs its tasks ([`Module::implementation`]).
-    pub implementation: String,
-}
+use super::{
+    AccelChannel, AccelError, Assignment, Module, ModuleChannel, ModuleInfo, ModuleStats, OpStats,
+    Opcode,
+};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -229,7 +185,7 @@ impl Accel {
     }
 
     fn make_channel(self: &Arc<Self>) -> AccelChannel {
-        let mut module_channels: Vec<Option<Box<dyn super::ModuleChannel>>> =
+        let mut module_channels: Vec<Option<Box<dyn ModuleChannel>>> =
             (0..self.modules.len()).map(|_| None).collect();
         let mut route = self.assign;
         let mut fell_back = Vec::new();

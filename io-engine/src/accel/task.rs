@@ -1,48 +1,14 @@
-//! Accel tasks: what one operation asks of a module, and what the
-//! framework keeps to file its completion.
+//! Accel tasks: what one operation asks of a module.
 //!
-//! Thread: tasks live in their channel's pool and never leave its thread;
-//! modules read them during `submit` on that thread.
+//! Thread: tasks are built in their channel's staging lists and never
+//! leave its thread; modules read them during `submit` on that thread
+//! (and, for a module that holds them, until it reports them).
 
-use super::Opcode;
+use super::{IoVec, Opcode, Placement};
 
-/// Index of a task in its channel's pool.
+/// How a module names a task it was handed, in what it reports: task `k`
+/// of a submission is `first + k` ([`ModuleChannel::submit`](super::ModuleChannel::submit)).
 pub type TaskId = u32;
-
-/// One source (or destination) segment: `len` bytes at `base`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(C)]
-pub struct IoVec {
-    /// First byte.
-    pub base: *const u8,
-    /// Length in bytes.
-    pub len: usize,
-}
-
-impl IoVec {
-    /// A segment.
-    pub const fn new(base: *const u8, len: usize) -> IoVec {
-        IoVec { base, len }
-    }
-}
-
-/// Where an operation's stores should land: a hint from the submitter,
-/// which knows what the module cannot (whether anyone reads the
-/// destination soon). It is DSA's cache-control descriptor flag and
-/// SPDK's `SPDK_IDXD_FLAG_NONTEMPORAL`. Modules may ignore it; the result
-/// is the same either way, only its speed differs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[repr(u8)]
-pub enum Placement {
-    /// In the CPU cache, for a destination read again soon: the default.
-    #[default]
-    Cache,
-    /// In memory, past the cache, for a destination not read again soon
-    /// (the blocks of a device larger than the cache): the software
-    /// module writes it with non-temporal stores, which need not read the
-    /// destination's lines first and do not evict the core's working set.
-    Memory,
-}
 
 /// One operation, as a module sees it: one cache line.
 ///
@@ -79,26 +45,6 @@ pub struct Task {
 }
 
 const _: () = assert!(std::mem::size_of::<Task>() == 64);
-
-/// What the framework keeps of a task to file its completion: the
-/// submitter's tag and queue, the module it went to, its opcode.
-pub(super) struct Meta {
-    pub(super) tag: u64,
-    pub(super) queue: u16,
-    pub(super) route: u8,
-    pub(super) op: Opcode,
-}
-
-impl Meta {
-    pub(super) fn empty() -> Meta {
-        Meta {
-            tag: 0,
-            queue: 0,
-            route: 0,
-            op: Opcode::Copy,
-        }
-    }
-}
 
 /// The source segments of a crc32c or copy_crc32c task.
 #[derive(Debug, Clone, Copy)]

@@ -336,6 +336,150 @@ fn a_module_without_a_channel_falls_back_to_software_and_says_so() {
     assert_eq!(dst, src);
 }
 
+/// A module that holds its copies until a poll runs them (as an offload
+/// engine does), and refuses 13-byte copies at once.
+struct Later;
+impl Module for Later {
+    fn name(&self) -> &'static str {
+        "later"
+    }
+    fn supports(&self, op: Opcode) -> bool {
+        op == Opcode::Copy
+    }
+    fn max_transfer(&self, _op: Opcode) -> usize {
+        1 << 20
+    }
+    fn max_batch(&self) -> usize {
+        8
+    }
+    fn implementation(&self) -> String {
+        "a list".into()
+    }
+    fn create_channel(&self) -> Option<Box<dyn ModuleChannel>> {
+        Some(Box::new(LaterChannel(Vec::new())))
+    }
+}
+
+/// The copies `Later` holds: (id, dst, src, len).
+struct LaterChannel(Vec<(TaskId, *mut u8, *const u8, usize)>);
+impl ModuleChannel for LaterChannel {
+    fn submit(
+        &mut self,
+        tasks: &[Task],
+        first: TaskId,
+        done: &mut Vec<(TaskId, Completion)>,
+    ) -> Submission {
+        for (k, t) in tasks.iter().enumerate() {
+            let id = first + k as TaskId;
+            if t.len == 13 {
+                done.push((id, Completion::with(Status::EngineError)));
+            } else {
+                self.0.push((id, t.dst, t.src, t.len));
+            }
+        }
+        Submission::Submitted
+    }
+    fn poll(&mut self, done: &mut Vec<(TaskId, Completion)>) -> usize {
+        let n = self.0.len();
+        for (id, dst, src, len) in self.0.drain(..) {
+            // SAFETY: the submitter's promise: the buffers stay valid until
+            // the task is reported.
+            unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+            done.push((id, Completion::SUCCESS));
+        }
+        n
+    }
+    fn in_flight(&self) -> usize {
+        self.0.len()
+    }
+}
+
+#[test]
+fn a_module_that_holds_its_tasks_reports_them_from_its_poll() {
+    let accel = Accel::new(vec![Arc::new(Later)], &[]).unwrap();
+    let ch = accel.channel();
+    assert_eq!(ch.module_for(Opcode::Copy), "later");
+    let q = ch.queue();
+    let src = [6u8; 64];
+    let mut dst = vec![0u8; 64 * 16];
+    let base = dst.as_mut_ptr();
+    let d = |i: usize| base.wrapping_add(i * 64);
+    // Two batches held at once, each mixing held copies with fills the
+    // software module runs at once, one copy refused by the module, and
+    // a single copy held too.
+    let mut tags = Vec::new();
+    for round in 0..2u64 {
+        let mut b = q.batch();
+        for i in 0..4u64 {
+            let k = (round * 4 + i) as usize;
+            let tag = round * 10 + i;
+            // SAFETY: the buffers outlive the reaps below.
+            unsafe {
+                if i == 2 {
+                    b.fill(d(k), 9, 64, tag)
+                } else if i == 3 && round == 1 {
+                    b.copy(d(k), src.as_ptr(), 13, tag)
+                } else {
+                    b.copy(d(k), src.as_ptr(), 64, tag)
+                }
+            }
+            .unwrap();
+            tags.push(tag);
+        }
+        b.submit();
+    }
+    // SAFETY: as above.
+    unsafe { q.copy(d(8), src.as_ptr(), 64, 99) }.unwrap();
+    tags.push(99);
+    assert_eq!(q.in_flight(), 9);
+    let mut out = Vec::new();
+    while out.len() < 9 {
+        q.reap(&mut out);
+    }
+    assert_eq!(ch.in_flight(), 0);
+    let mut got: Vec<u64> = out.iter().map(|r| r.0).collect();
+    got.sort_unstable();
+    tags.sort_unstable();
+    assert_eq!(got, tags, "every task reported once, under its own tag");
+    for &(tag, c) in &out {
+        let want = if tag == 13 {
+            Status::EngineError
+        } else {
+            Status::Success
+        };
+        assert_eq!(c.status, want, "tag {tag}");
+    }
+    for k in [0, 1, 3, 4, 5, 8] {
+        assert!(dst[k * 64..k * 64 + 64].iter().all(|&x| x == 6), "copy {k}");
+    }
+    assert!(
+        dst[7 * 64..7 * 64 + 13].iter().all(|&x| x == 0),
+        "refused copy ran"
+    );
+    let (ops, mods) = accel.stats();
+    let get = |op, module| {
+        let s = ops
+            .iter()
+            .find(|s| s.opcode == op && s.module == module)
+            .unwrap();
+        (s.executed, s.failed, s.bytes)
+    };
+    assert_eq!(get(Opcode::Copy, "later"), (6, 1, 6 * 64));
+    assert_eq!(get(Opcode::Fill, "software"), (2, 0, 2 * 64));
+    let batches = |m| mods.iter().find(|s| s.module == m).unwrap().batches;
+    assert_eq!((batches("later"), batches("software")), (3, 2));
+    // The stages are idle again: more rounds reuse them.
+    for round in 0..3u64 {
+        // SAFETY: as above.
+        unsafe { q.copy(d(10), src.as_ptr(), 64, 100 + round) }.unwrap();
+        out.clear();
+        while out.is_empty() {
+            q.reap(&mut out);
+        }
+        assert_eq!(out, [(100 + round, Completion::SUCCESS)]);
+    }
+}
+
 #[test]
 fn stats_count_bytes_failures_and_miscompares() {
     let accel = Accel::software();

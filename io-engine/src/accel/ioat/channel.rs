@@ -8,7 +8,7 @@ use std::sync::{Arc, PoisonError};
 
 use super::channel_pool::ChannelPool;
 use super::driver::Channel;
-use crate::accel::{Completion, ModuleChannel, Task, TaskId};
+use crate::accel::{Completion, ModuleChannel, Submission, Task, TaskId};
 
 /// One reactor's I/OAT channel.
 pub struct IoatChannel {
@@ -29,8 +29,14 @@ impl IoatChannel {
 }
 
 impl ModuleChannel for IoatChannel {
-    fn submit(&mut self, tasks: &[Task], ids: &[TaskId], done: &mut Vec<(TaskId, Completion)>) {
-        self.ch().submit(tasks, ids, done);
+    fn submit(
+        &mut self,
+        tasks: &[Task],
+        first: TaskId,
+        done: &mut Vec<(TaskId, Completion)>,
+    ) -> Submission {
+        self.ch().submit(tasks, first, done);
+        Submission::Submitted
     }
 
     fn poll(&mut self, done: &mut Vec<(TaskId, Completion)>) -> usize {

@@ -654,11 +654,11 @@ impl Channel {
         }
     }
 
-    /// Takes the copy and fill tasks `ids` of `tasks`: builds each, then
-    /// flushes once.
-    pub fn submit(&mut self, tasks: &[Task], ids: &[TaskId], done: &mut Vec<(TaskId, Completion)>) {
-        for &id in ids {
-            let t = &tasks[id as usize];
+    /// Takes the copy and fill `tasks`, task `k` named `first + k`:
+    /// builds each, then flushes once.
+    pub fn submit(&mut self, tasks: &[Task], first: TaskId, done: &mut Vec<(TaskId, Completion)>) {
+        for (k, t) in tasks.iter().enumerate() {
+            let id = first + k as TaskId;
             let fill = match t.op {
                 Opcode::Copy => false,
                 Opcode::Fill if self.fill => true,

@@ -1,0 +1,34 @@
+//! The module seam, second half: one thread's channel to an engine, which
+//! takes tasks and reports them finished.
+//!
+//! Thread: a [`ModuleChannel`] is made on, and used only by, the thread of
+//! the [`AccelChannel`](super::AccelChannel) that owns it.
+
+use super::{Completion, Submission, Task, TaskId};
+
+/// One thread's channel to a module.
+pub trait ModuleChannel {
+    /// Takes `tasks` (at most `max_batch`, all routed to this module) in
+    /// one hand-off to the engine. Task `k` of `tasks` is named
+    /// `first + k` in what the module reports. The return value says how
+    /// the submission went: [`Submission::Executed`] when every task
+    /// finished inside the call and is in `done` (the software module),
+    /// [`Submission::Submitted`] when the module holds the tasks it did
+    /// not put in `done` and reports them from [`ModuleChannel::poll`]
+    /// (I/OAT). `done` gets only tasks of this submission. The framework
+    /// files what is reported in the submitters' queues, which hand it
+    /// over only when reaped, never from inside a submission; it keeps
+    /// `tasks` unchanged until the module has reported each of them.
+    fn submit(
+        &mut self,
+        tasks: &[Task],
+        first: TaskId,
+        done: &mut Vec<(TaskId, Completion)>,
+    ) -> Submission;
+
+    /// Reports tasks that finished since the last poll; returns how many.
+    fn poll(&mut self, done: &mut Vec<(TaskId, Completion)>) -> usize;
+
+    /// Tasks the engine holds (submitted, not yet reported).
+    fn in_flight(&self) -> usize;
+}
