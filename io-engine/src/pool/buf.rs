@@ -6,76 +6,53 @@
 //! lets the owner view it as a slice: the device never writes a buffer it
 //! does not hold.
 
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::config::PoolConfig;
 use super::error::PoolError;
 use super::object_pool::ObjectPool;
 use super::pooled::Pooled;
-use crate::env::dma::{DmaError, DmaRegion, check_memory};
+use crate::env::dma::{DmaError, DmaRegion, DmaSlice, check_memory};
 
-/// One buffer's place in its DMA region.
-pub struct DmaChunk {
-    ptr: NonNull<u8>,
-    len: usize,
-    iova: u64,
-    /// Keeps the mapping alive as long as any chunk of it exists.
-    _region: Arc<DmaRegion>,
+/// One buffer's place in its DMA region: a view of a [`DmaSlice`] for the
+/// buffer's owner, who may borrow the bytes as slices (module doc). It is
+/// `Send` and `Sync` as the slice is: a chunk is a unique range of its
+/// region, and `&DmaChunk` gives only shared (read) access to the bytes.
+pub struct DmaChunk(DmaSlice);
+
+/// The slice's base, length, IOVA and raw-pointer access; the chunk adds
+/// the owner's slices below.
+impl std::ops::Deref for DmaChunk {
+    type Target = DmaSlice;
+
+    #[inline]
+    fn deref(&self) -> &DmaSlice {
+        &self.0
+    }
 }
 
-// SAFETY: a chunk is a unique, non-overlapping range of a mapping that lives
-// as long as the chunk; whoever owns the chunk owns that memory.
-unsafe impl Send for DmaChunk {}
-// SAFETY: `&DmaChunk` gives only shared (read) access to the bytes.
-unsafe impl Sync for DmaChunk {}
-
 impl DmaChunk {
-    /// Start of the buffer.
-    #[inline]
-    pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-
-    /// Length in bytes.
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the buffer has no bytes (never: pools reject size 0).
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Device address of the first byte.
-    #[inline]
-    pub fn iova(&self) -> u64 {
-        self.iova
-    }
-
     /// The bytes, for the owner.
     #[inline]
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: the range is inside a live mapping, owned by this chunk; no
         // device writes it while the caller holds the chunk (module doc).
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr(), self.0.len()) }
     }
 
     /// The bytes, mutable, for the owner.
     #[inline]
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as for `as_slice`; `&mut self` makes the access unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_ptr(), self.0.len()) }
     }
 }
 
 impl std::fmt::Debug for DmaChunk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DmaChunk")
-            .field("iova", &format_args!("{:#x}", self.iova))
-            .field("len", &self.len)
+            .field("iova", &format_args!("{:#x}", self.iova()))
+            .field("len", &self.len())
             .finish()
     }
 }
@@ -131,16 +108,15 @@ impl BufPool {
         }
         check_memory(total)?;
         let region = Arc::new(DmaRegion::alloc(total)?);
-        let base = region.as_ptr();
         let pool = ObjectPool::new(config, |i| {
+            // `offset + size <= total <= region.len()`.
             let offset = i * stride;
-            DmaChunk {
-                // SAFETY: `offset + size <= total <= region.len()`.
-                ptr: NonNull::new(unsafe { base.add(offset) }).expect("mapping is non-null"),
-                len: size,
-                iova: region.iova(offset),
-                _region: region.clone(),
-            }
+            DmaChunk(DmaSlice::new(
+                region.clone(),
+                offset,
+                size,
+                region.iova(offset),
+            ))
         })?;
         Ok(BufPool { pool, size })
     }

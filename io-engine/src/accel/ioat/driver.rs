@@ -55,8 +55,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
 
-use super::regs::{DmaBuffer, DmaMemory, Registers, Window};
+use super::dma_buffer::DmaBuffer;
+use super::dma_memory::DmaMemory;
+use super::registers::Registers;
 use super::spec::{self, chan, chancmd, chanctrl, chansts, control, desc, op};
+use super::window::Window;
 use crate::accel::{Completion, Opcode, Status, Task, TaskId};
 use crate::env::tsc;
 
@@ -183,7 +186,8 @@ pub struct Hardware {
     pub regs: Box<dyn Registers>,
     /// Memory it can reach.
     pub mem: Arc<dyn DmaMemory>,
-    /// Whatever must live as long as the channel (a VFIO device, a model).
+    /// Whatever must live as long as the channel (a VFIO device, a model,
+    /// the registration of the mapper that makes memory visible to it).
     pub keep: Option<Box<dyn std::any::Any + Send>>,
 }
 

@@ -47,9 +47,12 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use super::regs::{IdentityMapper, IovaMap, MappedMemory, Registers};
+use super::identity_mapper::IdentityMapper;
+use super::iova_map::IovaMap;
+use super::mapped_memory::MappedMemory;
+use super::registers::Registers;
 use super::spec::{self, chan, chancmd, chanctrl, chanerr, chansts, control, desc, op};
-use crate::env::dma::{MapperHandle, add_mapper};
+use crate::env::dma::DmaMapper;
 
 /// What a model device reports in its registers, and how its thread waits.
 #[derive(Debug, Clone)]
@@ -214,6 +217,8 @@ struct Shared {
     faults: Faults,
     sleeping: AtomicBool,
     stop: AtomicBool,
+    /// Set until the device thread has left its loop.
+    running: AtomicBool,
     thread: OnceLock<Thread>,
 }
 
@@ -339,24 +344,22 @@ impl Shared {
 pub struct IoatModel {
     handle: ModelHandle,
     thread: Option<JoinHandle<()>>,
-    _mapper: Option<MapperHandle>,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 impl IoatModel {
-    /// A device that sees every DMA region of the process at IOVA =
-    /// virtual address (it is told of them through
-    /// [`add_mapper`](crate::env::dma::add_mapper)), and nothing else.
+    /// A device with an address space of its own, empty until its
+    /// [`mapper`](IoatModel::mapper) is registered
+    /// ([`register_mapper`](crate::env::dma::register_mapper)): from then on
+    /// it sees every DMA region of the process at IOVA = virtual address,
+    /// and nothing else.
     pub fn new(cfg: ModelConfig) -> IoatModel {
-        let map = Arc::new(IovaMap::new());
-        let handle = add_mapper(Arc::new(IdentityMapper(map.clone())));
-        let mut m = IoatModel::with_map(cfg, map);
-        m._mapper = Some(handle);
-        m
+        IoatModel::with_map(cfg, Arc::new(IovaMap::new()))
     }
 
-    /// A device whose address space is `map`, kept by the caller.
+    /// A device whose address space is `map`, kept by the caller (and
+    /// perhaps shared with other devices).
     pub fn with_map(cfg: ModelConfig, map: Arc<IovaMap>) -> IoatModel {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed) as usize;
         let shared = Arc::new(Shared {
@@ -387,19 +390,29 @@ impl IoatModel {
             faults: Faults::default(),
             sleeping: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            running: AtomicBool::new(true),
             thread: OnceLock::new(),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("ioat-model-{id}"))
-            .spawn(move || Device::new(s).run())
+            .spawn(move || {
+                Device::new(s.clone()).run();
+                s.running.store(false, Ordering::Release);
+            })
             .expect("spawn the I/OAT model's device thread");
         let _ = shared.thread.set(thread.thread().clone());
         IoatModel {
             handle: ModelHandle { shared },
             thread: Some(thread),
-            _mapper: None,
         }
+    }
+
+    /// What makes DMA memory visible to this device: it maps every region
+    /// it is told of into the device's address space at IOVA = virtual
+    /// address. Whoever creates the device registers it.
+    pub fn mapper(&self) -> Arc<dyn DmaMapper> {
+        Arc::new(IdentityMapper(self.handle.shared.map.clone()))
     }
 
     /// The register seam of this device.
@@ -446,6 +459,13 @@ impl ModelHandle {
     /// Its address space.
     pub fn map(&self) -> &Arc<IovaMap> {
         &self.shared.map
+    }
+
+    /// Whether the device thread still runs: true from the device's
+    /// creation until its thread has left its loop (which dropping the
+    /// [`IoatModel`] waits for).
+    pub fn thread_running(&self) -> bool {
+        self.shared.running.load(Ordering::Acquire)
     }
 
     /// Fault injection.

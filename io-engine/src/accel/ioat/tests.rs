@@ -1,7 +1,8 @@
 //! Tests of the I/OAT driver against the device model: bring-up, the
 //! ring, splitting, doorbells, recovery, the conformance suite on 1, 2 and
-//! 4 channels and under fault injection; and of the model's own error
-//! behaviour.
+//! 4 channels and under fault injection; of the model's own error
+//! behaviour and its device threads' end; and of the seams' memory (the
+//! IOVA map, mapped memory, DMA buffers).
 
 use crate::accel::conformance::scribble;
 use std::rc::Rc;
@@ -11,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use super::driver::{Channel, DriverConfig, Hardware, StartError};
 use super::model::{Corruption, IoatModel, ModelConfig, ModelHandle};
-use super::regs::{DmaBuffer, DmaMemory, IovaMap, Window};
 use super::spec::{self, chan, chancmd, chanctrl, chanerr, chansts, control, desc, op};
-use super::{Ioat, model_hardware};
+use super::{DmaBuffer, DmaMemory, IdentityMapper, IovaMap, MappedMemory, Window};
+use super::{Ioat, IoatDevices, model_hardware};
 use crate::accel::conformance::{self, Arena, Recorder};
 use crate::accel::{Accel, AccelChannel, Completion, Module, Opcode, Status};
-use crate::env::dma::{DmaRegion, HugepagePolicy};
+use crate::env::dma::{DmaRegion, HugepagePolicy, MapperRegistration, register_mapper};
 
 fn cfg(ring: u32) -> DriverConfig {
     DriverConfig {
@@ -25,11 +26,43 @@ fn cfg(ring: u32) -> DriverConfig {
     }
 }
 
+/// Starts `devices` with their mapper registered, as the module's creator
+/// (the daemon's main) does.
+fn started(devices: IoatDevices) -> Ioat {
+    let mapping = register_mapper(devices.mapper());
+    devices.start(mapping)
+}
+
+/// A module of `n` model channels.
+fn models(n: usize) -> Ioat {
+    started(IoatDevices::models(
+        n,
+        &ModelConfig::default(),
+        &DriverConfig::default(),
+    ))
+}
+
+/// `m` as hardware for a channel, its mapper registered as a module's
+/// creator would, the registration kept with the device (and dropped after
+/// it).
+fn mapped(m: IoatModel) -> Hardware {
+    let mapping = register_mapper(m.mapper());
+    let mut hw = model_hardware(m);
+    hw.keep = Some(Box::new((hw.keep.take(), mapping)));
+    hw
+}
+
 /// A module of one model channel, and a handle on the model.
 fn one(model: ModelConfig, driver: DriverConfig) -> (Arc<Ioat>, ModelHandle) {
     let m = IoatModel::new(model);
     let h = m.handle();
-    let ioat = Ioat::start(vec![model_hardware(m)], &driver, Vec::new());
+    let mapper = m.mapper();
+    let ioat = started(IoatDevices::new(
+        vec![model_hardware(m)],
+        &driver,
+        mapper,
+        Vec::new(),
+    ));
     assert_eq!(ioat.channels(), 1, "{:?}", ioat.notes());
     (Arc::new(ioat), h)
 }
@@ -52,7 +85,7 @@ fn bring_up_follows_the_reference_sequence() {
     let m = IoatModel::new(ModelConfig::default());
     let h = m.handle();
     h.record(true);
-    let hw = model_hardware(m);
+    let hw = mapped(m);
     let ch = Channel::start(hw, cfg(64)).unwrap();
     h.record(false);
     let log = h.log();
@@ -125,7 +158,7 @@ fn bring_up_follows_the_reference_sequence() {
 #[test]
 fn bring_up_refuses_old_versions_bad_xfercap_and_bad_rings() {
     let start = |mc: ModelConfig, ring: u32| {
-        Channel::start(model_hardware(IoatModel::new(mc)), cfg(ring)).map(|_| ())
+        Channel::start(mapped(IoatModel::new(mc)), cfg(ring)).map(|_| ())
     };
     let e = start(
         ModelConfig {
@@ -154,7 +187,7 @@ fn bring_up_refuses_old_versions_bad_xfercap_and_bad_rings() {
     }
     // XFERCAP 0 is 4 GiB (capped to what a descriptor's size holds).
     let ch = Channel::start(
-        model_hardware(IoatModel::new(ModelConfig {
+        mapped(IoatModel::new(ModelConfig {
             xfercap: 0,
             ..ModelConfig::default()
         })),
@@ -168,7 +201,7 @@ fn bring_up_refuses_old_versions_bad_xfercap_and_bad_rings() {
 fn a_device_that_never_resets_times_out_with_a_message() {
     // Registers that ignore every write: CHANCMD's reset bit never clears.
     struct Stuck;
-    impl super::regs::Registers for Stuck {
+    impl super::Registers for Stuck {
         fn read8(&self, off: usize) -> u8 {
             match off {
                 spec::CBVER => 0x33,
@@ -192,6 +225,8 @@ fn a_device_that_never_resets_times_out_with_a_message() {
         fn write64(&self, _: usize, _: u64) {}
     }
     let m = IoatModel::new(ModelConfig::default());
+    // The ring is allocated (and must be mapped) before the reset.
+    let _mapping = register_mapper(m.mapper());
     let hw = Hardware {
         name: "stuck".into(),
         regs: Box::new(Stuck),
@@ -273,11 +308,7 @@ fn one_model_channel_passes_the_conformance_suite() {
 /// `n` threads on a module of `channels` model channels, each running the
 /// suite on its own channel; returns how many ran copy on ioat.
 fn threads_run_the_suite(channels: usize, threads: usize) -> (usize, Arc<Accel>) {
-    let ioat = Arc::new(Ioat::model(
-        channels,
-        ModelConfig::default(),
-        &DriverConfig::default(),
-    ));
+    let ioat = Arc::new(models(channels));
     assert_eq!(ioat.channels(), channels);
     let accel = accel_of(&ioat);
     // Every thread takes its channel before any finishes (a finished
@@ -333,11 +364,7 @@ fn four_channels_on_two_reactors() {
     use crate::reactor::{PollMode, Reactors};
     let cpus: Vec<u32> = allowed_cpus().unwrap().iter().take(2).collect();
     let reactors = Reactors::start(&CoreSet::from_cpus(cpus).unwrap(), PollMode::Busy).unwrap();
-    let ioat = Arc::new(Ioat::model(
-        4,
-        ModelConfig::default(),
-        &DriverConfig::default(),
-    ));
+    let ioat = Arc::new(models(4));
     let accel = accel_of(&ioat);
     let replies: Vec<_> = (0..reactors.len())
         .map(|core| {
@@ -745,6 +772,55 @@ fn every_error_kind_halts_and_the_channel_recovers() {
 }
 
 #[test]
+fn a_stall_within_the_timeout_fails_nothing_and_completes_when_the_device_moves() {
+    // A timeout no test outlives: whatever the machine's load, the driver
+    // must not give up on the stalled requests.
+    let (ioat, h) = one(
+        ModelConfig::default(),
+        DriverConfig {
+            timeout: Duration::from_secs(24 * 3600),
+            ..DriverConfig::default()
+        },
+    );
+    let accel = accel_of(&ioat);
+    let ch = accel.channel();
+    let arena = Arena::new(4 << 20);
+    h.faults().stall();
+    let r = Recorder::new(&ch);
+    let mut pieces = Vec::new();
+    let mut b = r.q.batch();
+    for i in 0..5 {
+        let (src, dst) = (arena.take(4096, 0), arena.take(4096, 0));
+        scribble(src, 4096, i + 1);
+        // SAFETY: arena pieces, untouched until the wait.
+        unsafe { b.copy(dst, src, 4096, i) }.unwrap();
+        pieces.push((src, dst));
+    }
+    b.submit();
+    // Poll until the driver has read CHANSTS itself (its stall check) a
+    // few times: it saw the channel stand still and failed nothing.
+    let reads = h.counters().reads;
+    let mut seen = r.seen.borrow_mut();
+    while h.counters().reads < reads + 3 {
+        assert_eq!(r.q.reap(&mut seen), 0, "a stalled request completed");
+        std::hint::spin_loop();
+    }
+    assert!(seen.is_empty(), "{seen:?}");
+    drop(seen);
+    let t = ioat.totals();
+    assert_eq!((t.timeouts, t.failed, t.halts), (0, 0, 0), "{t:?}");
+    // The device moves again: every request completes, with its data.
+    h.faults().clear();
+    r.wait(5, "resumed batch");
+    for (tag, c) in r.seen.borrow().iter() {
+        let (s, d) = pieces[*tag as usize];
+        assert_eq!(*c, Completion::SUCCESS, "task {tag}");
+        assert!(bytes(s, 4096) == bytes(d, 4096), "task {tag}: data");
+    }
+    assert_eq!(ioat.totals().timeouts, 0);
+}
+
+#[test]
 fn a_stalled_channel_times_out_fails_its_requests_and_serves_again() {
     let (ioat, h) = one(
         ModelConfig::default(),
@@ -757,15 +833,15 @@ fn a_stalled_channel_times_out_fails_its_requests_and_serves_again() {
     let ch = accel.channel();
     let arena = Arena::new(4 << 20);
     h.faults().stall();
-    let started = Instant::now();
+    // Waits (up to the suite's case timeout) for the driver to give up:
+    // how long it takes on a loaded machine says nothing; that it gave up
+    // once, on every request, does. That it waits for its timeout first is
+    // the test above.
     let res = batch_results(&ch, &arena, 5, 4096);
-    let took = started.elapsed();
     assert!(
         res.iter().all(|(c, _)| c.status == Status::EngineError),
         "{res:?}"
     );
-    assert!(took >= Duration::from_millis(50), "{took:?}");
-    assert!(took < Duration::from_secs(5), "{took:?}");
     let t = ioat.totals();
     assert_eq!((t.timeouts, t.failed), (1, 5), "{t:?}");
     // The reset cleared the stall: the channel serves again.
@@ -852,11 +928,7 @@ fn a_module_without_fill_leaves_fill_on_software() {
 
 #[test]
 fn module_notes_and_counters_describe_the_channels() {
-    let ioat = Arc::new(Ioat::model(
-        2,
-        ModelConfig::default(),
-        &DriverConfig::default(),
-    ));
+    let ioat = Arc::new(models(2));
     let notes = ioat.notes().join("\n");
     assert!(notes.contains("ioat: 2 channels ready: model-"), "{notes}");
     assert!(
@@ -891,6 +963,7 @@ fn module_notes_and_counters_describe_the_channels() {
 struct Bench {
     m: IoatModel,
     r: DmaRegion,
+    _mapping: MapperRegistration,
 }
 
 impl Bench {
@@ -899,10 +972,11 @@ impl Bench {
             xfercap: 16,
             ..ModelConfig::default()
         });
+        let _mapping = register_mapper(m.mapper());
         let r = DmaRegion::alloc_with(2 << 20, HugepagePolicy::Never).unwrap();
-        let b = Bench { m, r };
+        let b = Bench { m, r, _mapping };
         let regs = b.m.registers();
-        use super::regs::Registers;
+        use super::Registers;
         let c = spec::channel_base(0);
         regs.write8(c + chan::CHANCMD, chancmd::RESET);
         b.wait(|regs| regs.read8(c + chan::CHANCMD) == 0);
@@ -939,7 +1013,7 @@ impl Bench {
     }
 
     fn ring(&self, count: u16) -> (u64, u32) {
-        use super::regs::Registers;
+        use super::Registers;
         let c = spec::channel_base(0);
         let before = self.m.counters();
         self.m.registers().write16(c + chan::DMACOUNT, count);
@@ -1090,7 +1164,7 @@ fn the_model_halts_with_the_matching_chanerr_bits() {
         assert_eq!(b.m.counters().halts, 1);
     }
     // A bad chain address, a bad completion address, a bad command.
-    use super::regs::Registers;
+    use super::Registers;
     let c = spec::channel_base(0);
     let b = Bench::new();
     b.m.registers().write64(c + chan::CHAINADDR, b.iova(0) + 4);
@@ -1120,7 +1194,7 @@ fn the_model_halts_with_the_matching_chanerr_bits() {
 
 #[test]
 fn the_model_suspends_resumes_and_reports_its_registers() {
-    use super::regs::Registers;
+    use super::Registers;
     let b = Bench::new();
     let r = b.m.registers();
     let c = spec::channel_base(0);
@@ -1155,12 +1229,109 @@ fn the_model_suspends_resumes_and_reports_its_registers() {
 
 #[test]
 fn model_threads_stop_when_dropped() {
+    // A model on its own: dropping it ends its device thread.
     let m = IoatModel::new(ModelConfig::default());
-    let name = m.name();
+    let h = m.handle();
+    assert!(h.thread_running(), "{}", h.name());
     drop(m);
-    let _ = name;
-    // A module's channels stop their models when the module goes.
-    let ioat = Ioat::model(2, ModelConfig::default(), &DriverConfig::default());
+    assert!(
+        !h.thread_running(),
+        "{}: the device thread still runs",
+        h.name()
+    );
+    // A module's channels stop their models when the module goes, the one
+    // a thread took and gave back as well as the one never taken.
+    let map = Arc::new(IovaMap::new());
+    let ms: Vec<IoatModel> = (0..2)
+        .map(|_| IoatModel::with_map(ModelConfig::default(), map.clone()))
+        .collect();
+    let handles: Vec<ModelHandle> = ms.iter().map(|m| m.handle()).collect();
+    let ioat = Arc::new(started(IoatDevices::new(
+        ms.into_iter().map(model_hardware).collect(),
+        &DriverConfig::default(),
+        Arc::new(IdentityMapper(map)),
+        Vec::new(),
+    )));
+    assert_eq!(ioat.channels(), 2, "{:?}", ioat.notes());
+    let accel = accel_of(&ioat);
+    drop(accel.channel());
+    drop(accel);
+    assert_eq!(ioat.free_channels(), 2);
+    assert!(handles.iter().all(ModelHandle::thread_running));
     drop(ioat);
-    let _ = Rc::new(());
+    for h in &handles {
+        assert!(
+            !h.thread_running(),
+            "{}: the device thread still runs",
+            h.name()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The seams' memory: the IOVA map, mapped memory, DMA buffers
+// ---------------------------------------------------------------------------
+
+#[test]
+fn the_map_finds_windows_both_ways() {
+    let m = IovaMap::new();
+    assert!(m.is_empty());
+    let g0 = m.generation();
+    m.insert(Window {
+        va: 0x10_0000,
+        len: 0x1000,
+        iova: 0x9000_0000,
+    });
+    m.insert(Window {
+        va: 0x20_0000,
+        len: 0x2000,
+        iova: 0x20_0000,
+    });
+    assert!(m.generation() > g0);
+    assert_eq!(m.len(), 2);
+    assert_eq!(m.by_va(0x10_0fff).map(|w| w.iova), Some(0x9000_0000));
+    assert_eq!(m.by_va(0x10_1000), None);
+    assert_eq!(m.by_va(0xf_ffff), None);
+    assert_eq!(m.resolve(0x9000_0010, 0x10), Some(0x10_0010 as *mut u8));
+    assert_eq!(m.resolve(0x9000_0ff0, 0x11), None, "crosses the end");
+    assert_eq!(m.resolve(0x20_1000, 0x1000), Some(0x20_1000 as *mut u8));
+    assert_eq!(m.resolve(0x1, 1), None);
+    m.remove(0x10_0000, 0x1000);
+    assert_eq!(m.by_va(0x10_0000), None);
+    assert_eq!(m.resolve(0x9000_0000, 1), None);
+    assert_eq!(m.len(), 1);
+}
+
+#[test]
+fn mapped_memory_allocates_visible_buffers() {
+    let map = Arc::new(IovaMap::new());
+    let _h = register_mapper(Arc::new(IdentityMapper(map.clone())));
+    let mem = MappedMemory::new(map.clone());
+    let b = mem.alloc(4096).unwrap();
+    assert_eq!(b.iova(), b.as_ptr() as u64);
+    assert!(b.len() >= 4096);
+    b.write_u64(8, 0x1122_3344_5566_7788);
+    assert_eq!(b.read_u64(8), 0x1122_3344_5566_7788);
+    assert_eq!(b.read_u32(8), 0x5566_7788);
+    b.store_u64(16, 7);
+    assert_eq!(b.load_u64(16), 7);
+    let w = mem.window(b.as_ptr() as usize + 100).unwrap();
+    assert!(w.contains(b.as_ptr() as usize));
+    let g = mem.generation();
+    let addr = b.as_ptr() as usize;
+    drop(b);
+    assert!(mem.generation() > g);
+    assert_eq!(mem.window(addr), None, "a dropped region is unmapped");
+    // Memory that is not a DMA region is not device-visible.
+    let v = [0u8; 64];
+    assert_eq!(mem.window(v.as_ptr() as usize), None);
+}
+
+#[test]
+#[should_panic(expected = "DMA buffer access")]
+fn out_of_bounds_access_panics() {
+    let map = Arc::new(IovaMap::new());
+    let _h = register_mapper(Arc::new(IdentityMapper(map.clone())));
+    let b = MappedMemory::new(map).alloc(64).unwrap();
+    b.read_u64(b.len());
 }

@@ -1,12 +1,15 @@
 //! The VFIO backend: finds I/OAT functions in sysfs, opens them through
 //! VFIO (container, group, device), maps BAR0, enables bus mastering, and
-//! maps every DMA region of the process into the IOMMU at IOVA = virtual
-//! address, so malloc devices and IO buffers are device-visible.
+//! gives the [`DmaMapper`] ([`Found::mapper`]) that maps every DMA region
+//! of the process into the IOMMU at IOVA = virtual address once the
+//! module's creator registers it, so malloc devices and IO buffers are
+//! device-visible.
 //!
-//! Thread: the thread that builds the module (the daemon's or accel-perf's
-//! main thread) discovers and opens the devices; the IOMMU mapping calls
-//! then come from whichever thread makes or drops a DMA region (see
-//! [`DmaMapper`]); BAR0 accesses from the reactor holding the channel.
+//! Thread: the thread that builds the module (the daemon's, accel-perf's or
+//! bdev-perf's main thread) discovers and opens the devices; the IOMMU
+//! mapping calls then come from whichever thread makes or drops a DMA
+//! region (see [`DmaMapper`]); BAR0 accesses from the reactor holding the
+//! channel.
 //!
 //! Every ioctl sits behind [`VfioOps`] (the kernel through `vfio-ioctls`
 //! in [`SystemVfio`], a fake in the tests, as rust-vmm's
@@ -22,9 +25,12 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::driver::Hardware;
-use super::regs::{IovaMap, MappedMemory, Registers, Window};
+use super::iova_map::IovaMap;
+use super::mapped_memory::MappedMemory;
+use super::registers::Registers;
 use super::spec;
-use crate::env::dma::{DmaMapper, MapperHandle, add_mapper};
+use super::window::Window;
+use crate::env::dma::DmaMapper;
 
 /// Where sysfs and /dev are (`/sys`, `/dev` on a host; a temporary tree in
 /// tests).
@@ -192,10 +198,14 @@ pub trait VfioDeviceOps: Send + Sync {
     fn reset(&self);
 }
 
-/// What [`open_all`] found: the devices to run channels on, and notes.
+/// What [`open_all`] found: the devices to run channels on, the mapper
+/// that makes DMA memory visible to them, and notes.
 pub struct Found {
-    /// Opened, mapped, bus-mastering functions.
+    /// Opened, bus-mastering functions with BAR0 mapped.
     pub hardware: Vec<Hardware>,
+    /// Maps every DMA region into the functions' VFIO container (the
+    /// IOMMU) once registered with env; `None` when no function was opened.
+    pub mapper: Option<Arc<dyn DmaMapper>>,
     /// One line per finding, each telling what to do.
     pub notes: Vec<String>,
 }
@@ -245,11 +255,11 @@ impl DmaMapper for ContainerMapper {
     }
 }
 
-/// What a channel on a VFIO device keeps alive: the device (reset when
-/// dropped) and the container's mappings (shared by its channels).
+/// What a channel on a VFIO device keeps alive: the device, reset when
+/// dropped (before the registration of the container's mapper goes: see
+/// [`IoatDevices::start`](super::IoatDevices::start)).
 struct Opened {
     dev: Box<dyn VfioDeviceOps>,
-    _mappings: Arc<MapperHandle>,
 }
 
 impl Drop for Opened {
@@ -271,7 +281,11 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
                 "ioat: cannot read {} ({e}); is sysfs mounted? I/OAT is not used",
                 dir.display()
             ));
-            return Found { hardware, notes };
+            return Found {
+                hardware,
+                mapper: None,
+                notes,
+            };
         }
     };
     for w in wanted {
@@ -296,7 +310,11 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
                 dir.display()
             ));
         }
-        return Found { hardware, notes };
+        return Found {
+            hardware,
+            mapper: None,
+            notes,
+        };
     }
     let mut usable = Vec::new();
     for f in functions {
@@ -321,7 +339,11 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
         }
     }
     if usable.is_empty() {
-        return Found { hardware, notes };
+        return Found {
+            hardware,
+            mapper: None,
+            notes,
+        };
     }
     let groups = root.sys.join("kernel/iommu_groups");
     let iommu_on = std::fs::read_dir(&groups).is_ok_and(|mut d| d.next().is_some());
@@ -332,7 +354,11 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
              not used",
             groups.display()
         ));
-        return Found { hardware, notes };
+        return Found {
+            hardware,
+            mapper: None,
+            notes,
+        };
     }
     if ops.hugepages() == 0 {
         notes.push(
@@ -341,7 +367,11 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
              `hugepages=1024` on the kernel command line) and restart; I/OAT is not used"
                 .into(),
         );
-        return Found { hardware, notes };
+        return Found {
+            hardware,
+            mapper: None,
+            notes,
+        };
     }
     let container = match ops.open_container() {
         Ok(c) => c,
@@ -360,11 +390,15 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
                 _ => "check `dmesg` for VFIO errors".to_string(),
             };
             notes.push(format!("ioat: {e}: {what}; I/OAT is not used"));
-            return Found { hardware, notes };
+            return Found {
+                hardware,
+                mapper: None,
+                notes,
+            };
         }
     };
     let map = Arc::new(IovaMap::new());
-    let mut mappings: Option<Arc<MapperHandle>> = None;
+    let mut mapper: Option<Arc<dyn DmaMapper>> = None;
     for f in usable {
         let Some(group) = f.iommu_group else {
             notes.push(format!(
@@ -410,27 +444,27 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
                 continue;
             }
         };
-        // The container is mapped once, when its first device is open (an
-        // IOMMU domain needs a device before it takes mappings).
-        let handle = mappings
-            .get_or_insert_with(|| {
-                Arc::new(add_mapper(Arc::new(ContainerMapper {
-                    container: container.clone(),
-                    map: map.clone(),
-                })))
+        // One mapper for the container, made once a device is open (an
+        // IOMMU domain needs a device before it takes mappings); whoever
+        // creates the module registers it.
+        mapper.get_or_insert_with(|| {
+            Arc::new(ContainerMapper {
+                container: container.clone(),
+                map: map.clone(),
             })
-            .clone();
+        });
         hardware.push(Hardware {
             name: f.bdf.clone(),
             regs,
             mem: Arc::new(MappedMemory::new(map.clone())),
-            keep: Some(Box::new(Opened {
-                dev,
-                _mappings: handle,
-            })),
+            keep: Some(Box::new(Opened { dev })),
         });
     }
-    Found { hardware, notes }
+    Found {
+        hardware,
+        mapper,
+        notes,
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -613,9 +647,10 @@ mod tests {
 
     use super::super::driver::DriverConfig;
     use super::super::model::{IoatModel, ModelConfig};
-    use super::super::{Ioat, IoatOptions};
+    use super::super::{IoatDevices, IoatOptions};
     use super::*;
     use crate::accel::{Accel, Module, Opcode, conformance};
+    use crate::env::dma::register_mapper;
 
     /// A sysfs and /dev tree under a temporary directory.
     struct Tree {
@@ -1011,11 +1046,15 @@ mod tests {
         let ops = FakeVfio::new();
         let f = open_all(&t.sysfs(), &ops, &[]);
         assert!(f.notes.is_empty(), "{:?}", f.notes);
-        let ioat = Arc::new(Ioat::start(
-            f.hardware,
-            &DriverConfig::default(),
-            Vec::new(),
-        ));
+        let mapper = f.mapper.expect("a container mapper once a device is open");
+        assert_eq!(
+            ops.state.maps.load(Ordering::Relaxed),
+            0,
+            "nothing is mapped before the creator registers the mapper"
+        );
+        let devices = IoatDevices::new(f.hardware, &DriverConfig::default(), mapper, f.notes);
+        let mapping = register_mapper(devices.mapper());
+        let ioat = Arc::new(devices.start(mapping));
         assert_eq!(ioat.channels(), 2, "{:?}", ioat.notes());
         // The rings were mapped into the IOMMU as they were made (the
         // models see nothing else).
@@ -1042,11 +1081,13 @@ mod tests {
     fn this_host_has_no_usable_ioat_and_says_why() {
         // The real backend, on this machine's sysfs: no I/OAT function is
         // bound to vfio-pci here, so the module has no channel and notes.
-        let ioat = Ioat::from_options(&IoatOptions {
+        let devices = IoatDevices::open(&IoatOptions {
             hardware: true,
             ..IoatOptions::default()
         })
         .unwrap();
+        let mapping = register_mapper(devices.mapper());
+        let ioat = devices.start(mapping);
         if ioat.channels() == 0 {
             assert!(!ioat.supports(Opcode::Copy));
             let notes = ioat.notes().join("\n");

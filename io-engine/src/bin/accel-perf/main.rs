@@ -19,6 +19,7 @@ use clap::Parser;
 use io_engine::accel::ioat::IoatArgs;
 use io_engine::accel::{Accel, Assignment, Opcode};
 use io_engine::env::cores::CoreSet;
+use io_engine::env::dma::register_mapper;
 use io_engine::perf::args;
 use io_engine::reactor::{PollMode, Reactors};
 use serde_json::json;
@@ -144,7 +145,10 @@ fn run(args: Args) -> Result<bool, String> {
         }],
         None => Vec::new(),
     };
-    let accel = Accel::new(args.ioat.modules(), &overrides).map_err(|e| match &e {
+    // The I/OAT devices see DMA memory through a mapper registered here:
+    // env tells it of every DMA region, made before or after.
+    let ioat = args.ioat.modules(register_mapper);
+    let accel = Accel::new(ioat, &overrides).map_err(|e| match &e {
         io_engine::accel::AccelError::UnknownModule(m) if m == io_engine::accel::ioat::NAME => {
             format!("{e}: add --ioat (hardware) or --ioat-model N (the device model)")
         }

@@ -15,6 +15,7 @@ use io_engine::accel::Accel;
 use io_engine::accel::ioat::IoatArgs;
 use io_engine::bdev::{BdevRegistry, IoPoolConfig};
 use io_engine::env::cores::CoreSet;
+use io_engine::env::dma::register_mapper;
 use io_engine::perf::{self, PerfSpec, Workload, args};
 use io_engine::pool::DEFAULT_CACHE_SIZE;
 use io_engine::reactor::{PollMode, Reactors};
@@ -120,7 +121,9 @@ fn main() -> ExitCode {
 fn run(args: Args) -> Result<report::Report, Fatal> {
     let cores = CoreSet::from_args(args.reactor_mask.as_deref(), args.core_list.as_deref())?;
     cores.check_available()?;
-    let accel = Accel::new(args.ioat.modules(), &[])?;
+    // The I/OAT devices see DMA memory through a mapper registered here:
+    // env tells it of every DMA region, made before or after.
+    let accel = Accel::new(args.ioat.modules(register_mapper), &[])?;
     let registry = BdevRegistry::with_accel(
         IoPoolConfig {
             size: args.io_pool_size,

@@ -20,6 +20,7 @@ use io_engine::accel::ioat::IoatArgs;
 use io_engine::engine::{Engine, EngineConfig};
 use io_engine::env::affinity;
 use io_engine::env::cores::CoreSet;
+use io_engine::env::dma::register_mapper;
 use io_engine::nbd::{Dispatch, Listener, NbdServer};
 use io_engine::pool::DEFAULT_CACHE_SIZE;
 use io_engine::reactor::PollMode;
@@ -221,7 +222,9 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         io_pool_size: args.io_pool_size,
         io_pool_cache: args.io_pool_cache,
         nbd_max_per_export: args.nbd_max_connections,
-        accel_modules: args.ioat.modules(),
+        // The I/OAT devices see DMA memory through a mapper registered
+        // here: env tells it of every DMA region, made before or after.
+        accel_modules: args.ioat.modules(register_mapper),
         accel_assign: args.accel_assign.clone(),
     })?);
     for uri in &args.bdevs {

@@ -1,0 +1,30 @@
+//! [`IdentityMapper`]: the device model's "IOMMU", a
+//! [`DmaMapper`] that makes every DMA region visible at IOVA = virtual
+//! address. Whoever creates a model device registers it
+//! ([`register_mapper`](crate::env::dma::register_mapper)).
+//!
+//! Thread: called from whichever thread makes or drops a DMA region.
+
+use std::sync::Arc;
+
+use super::iova_map::IovaMap;
+use super::window::Window;
+use crate::env::dma::DmaMapper;
+
+/// Maps every DMA region into an [`IovaMap`] at IOVA = virtual address:
+/// the device model's "IOMMU" (a real one is the VFIO backend's).
+#[derive(Debug)]
+pub struct IdentityMapper(pub Arc<IovaMap>);
+
+impl DmaMapper for IdentityMapper {
+    fn map(&self, addr: usize, len: usize) {
+        self.0.insert(Window {
+            va: addr,
+            len,
+            iova: addr as u64,
+        });
+    }
+    fn unmap(&self, addr: usize, len: usize) {
+        self.0.remove(addr, len);
+    }
+}

@@ -1,0 +1,99 @@
+//! [`IovaMap`]: the windows a backend made device-visible, by virtual
+//! address and by IOVA.
+//!
+//! Thread: shared by every thread: the backend's mapper fills it from
+//! whichever thread makes or drops a DMA region, the driver and the model's
+//! device thread read it.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{PoisonError, RwLock};
+
+use super::window::Window;
+
+/// The windows a backend made device-visible, by virtual address and by
+/// IOVA. The VFIO backend adds a window per IOMMU mapping it made; the
+/// device model adds one per region it was told of (its "IOMMU").
+#[derive(Debug, Default)]
+pub struct IovaMap {
+    inner: RwLock<Maps>,
+    generation: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Maps {
+    by_va: BTreeMap<usize, Window>,
+    by_iova: BTreeMap<u64, Window>,
+}
+
+impl IovaMap {
+    /// An empty map.
+    pub fn new() -> IovaMap {
+        IovaMap::default()
+    }
+
+    /// Adds `w` (replacing a window at the same address).
+    pub fn insert(&self, w: Window) {
+        let mut m = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(old) = m.by_va.insert(w.va, w) {
+            m.by_iova.remove(&old.iova);
+        }
+        m.by_iova.insert(w.iova, w);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Removes every window in `[va, va + len)`.
+    pub fn remove(&self, va: usize, len: usize) {
+        let mut m = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+        let gone: Vec<Window> = m
+            .by_va
+            .range(va..va.saturating_add(len))
+            .map(|(_, w)| *w)
+            .collect();
+        for w in gone {
+            m.by_va.remove(&w.va);
+            m.by_iova.remove(&w.iova);
+        }
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// The window holding virtual address `addr`.
+    pub fn by_va(&self, addr: usize) -> Option<Window> {
+        let m = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        m.by_va
+            .range(..=addr)
+            .next_back()
+            .map(|(_, w)| *w)
+            .filter(|w| w.contains(addr))
+    }
+
+    /// The virtual address of `len` bytes at `iova`, when they lie in one
+    /// window.
+    pub fn resolve(&self, iova: u64, len: u64) -> Option<*mut u8> {
+        let m = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        let (_, w) = m.by_iova.range(..=iova).next_back()?;
+        let off = iova - w.iova;
+        let end = off.checked_add(len)?;
+        (end <= w.len as u64).then(|| (w.va + off as usize) as *mut u8)
+    }
+
+    /// Changes whenever a window is added or removed.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Windows in the map.
+    pub fn len(&self) -> usize {
+        self.inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_va
+            .len()
+    }
+
+    /// Whether the map has no window.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
