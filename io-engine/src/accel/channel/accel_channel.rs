@@ -5,15 +5,15 @@
 //! Thread: the one that made it; `!Send` (`Rc`, `RefCell`).
 
 use std::cell::{Cell, RefCell};
-use std::rc::Rc;
 use std::sync::Arc;
 
-use super::queue::{Queue, QueueState};
+use super::queue_state::{QueueState, Reaped};
+use super::room::Room;
 use super::stage::{MAX_STAGE, Stage, first_id, index_of, stage_of};
 use super::tally::Tally;
 use crate::accel::stats::ChannelStats;
 use crate::accel::{
-    AccelError, Completion, Module, ModuleChannel, Opcode, Reaped, Submission, Task, TaskId,
+    AccelError, Completion, Module, ModuleChannel, Opcode, Submission, Task, TaskId,
 };
 
 /// Most modules one channel routes to (offload engines plus software).
@@ -101,11 +101,12 @@ impl AccelChannel {
         }
     }
 
-    /// A new completion queue on this channel, for one submitter.
-    pub fn queue(self: &Rc<Self>) -> Queue {
+    /// Opens a completion queue's state (a free one again, or a new one)
+    /// and returns its number; [`AccelChannel::queue`] wraps it.
+    pub(super) fn open_queue(&self) -> u16 {
         let mut state = self.state.borrow_mut();
         let state = &mut *state;
-        let id = match state.free_queues.pop() {
+        match state.free_queues.pop() {
             Some(id) => {
                 state.queues[id as usize].open = true;
                 id
@@ -120,8 +121,7 @@ impl AccelChannel {
                 });
                 id
             }
-        };
-        Queue::new(self.clone(), id)
+        }
     }
 
     /// The module that runs `op` on this channel.
@@ -437,5 +437,24 @@ impl State {
         let no = self.stages.len();
         self.stages.push(Stage::new(no));
         no
+    }
+}
+
+impl Room for AccelChannel {
+    #[inline(always)]
+    fn has_room(&self) -> Result<(), AccelError> {
+        AccelChannel::has_room(self)
+    }
+    #[inline(always)]
+    fn take_tasks(&self, n: usize) {
+        AccelChannel::take_tasks(self, n)
+    }
+    #[inline(always)]
+    fn max_transfer(&self, op: Opcode) -> usize {
+        AccelChannel::max_transfer(self, op)
+    }
+    #[inline(always)]
+    fn module_for(&self, op: Opcode) -> &'static str {
+        AccelChannel::module_for(self, op)
     }
 }

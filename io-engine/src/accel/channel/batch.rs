@@ -35,8 +35,15 @@ pub struct Batch<'a> {
     slot: [u8; MAX_MODULES],
 }
 
+impl Queue {
+    /// An empty batch whose tasks complete on this queue.
+    pub fn batch(&self) -> Batch<'_> {
+        Batch::new(self)
+    }
+}
+
 impl<'a> Batch<'a> {
-    pub(super) fn new(q: &'a Queue) -> Batch<'a> {
+    fn new(q: &'a Queue) -> Batch<'a> {
         Batch {
             q,
             stages: q.channel().stage_list(),

@@ -22,6 +22,8 @@
 mod accel_channel;
 mod batch;
 mod queue;
+mod queue_state;
+mod room;
 mod stage;
 mod submissions;
 mod tally;
@@ -29,4 +31,5 @@ mod validate;
 
 pub use accel_channel::AccelChannel;
 pub use batch::Batch;
-pub use queue::{Queue, Reaped};
+pub use queue::Queue;
+pub use queue_state::Reaped;

@@ -6,40 +6,34 @@
 use std::rc::Rc;
 
 use super::accel_channel::AccelChannel;
-use super::batch::Batch;
+use super::queue_state::Reaped;
 use super::submissions::submissions;
-use crate::accel::{AccelError, Completion, IoVec, Opcode, Placement, Task};
-
-/// A finished task as its submitter reaps it: the tag it was submitted
-/// with, and how it ended.
-pub type Reaped = (u64, Completion);
-
-/// What the channel keeps of one queue.
-pub(super) struct QueueState {
-    pub(super) records: Vec<Reaped>,
-    /// Tasks submitted through it and not yet reaped.
-    pub(super) in_flight: usize,
-    pub(super) open: bool,
-}
+use crate::accel::{AccelError, IoVec, Opcode, Placement, Task};
 
 /// A submitter's completion queue on its thread's [`AccelChannel`]
 /// ([`AccelChannel::queue`]): tasks submitted through it (alone, or in a
-/// [`Batch`]) end as `(tag, completion)` records that only
+/// [`Batch`](super::Batch)) end as `(tag, completion)` records that only
 /// [`Queue::reap`] hands back, in bulk. Dropping the queue forgets its
 /// unreaped records; tasks still in a module then finish unreported.
 ///
 /// The submission calls are `unsafe`, with the contract given at
-/// [`Batch`].
+/// [`Batch`](super::Batch).
 pub struct Queue {
     ch: Rc<AccelChannel>,
     id: u16,
 }
 
-impl Queue {
-    pub(super) fn new(ch: Rc<AccelChannel>, id: u16) -> Queue {
-        Queue { ch, id }
+impl AccelChannel {
+    /// A new completion queue on this channel, for one submitter.
+    pub fn queue(self: &Rc<Self>) -> Queue {
+        Queue {
+            ch: self.clone(),
+            id: self.open_queue(),
+        }
     }
+}
 
+impl Queue {
     /// The channel the queue submits to (its modules, limits and pool).
     pub fn channel(&self) -> &Rc<AccelChannel> {
         &self.ch
@@ -48,11 +42,6 @@ impl Queue {
     /// Its number on the channel.
     pub(super) fn id(&self) -> u16 {
         self.id
-    }
-
-    /// An empty batch whose tasks complete on this queue.
-    pub fn batch(&self) -> Batch<'_> {
-        Batch::new(self)
     }
 
     /// Polls the channel's modules, then moves every record of this queue

@@ -8,7 +8,7 @@
 //! count of tasks taken); a single task is built in a parked stage in
 //! place.
 
-use super::accel_channel::AccelChannel;
+use super::room::Room;
 use super::validate::validate;
 use crate::accel::{AccelError, Opcode, Task, TaskId};
 
@@ -78,7 +78,7 @@ impl Stage {
     #[inline(always)]
     pub(super) fn push(
         &mut self,
-        ch: &AccelChannel,
+        ch: &impl Room,
         op: Opcode,
         len: usize,
         tag: u64,
