@@ -14,6 +14,7 @@ use tonic::{Request, Response, Status};
 use super::status;
 use crate::bdev::{BdevInfo, IoStats, IoType, OpStats};
 use crate::engine::{BUILD, Engine};
+use crate::export::Protocol;
 use crate::perf::{self, JobRow, PerfSpec, Workload};
 use crate::pool::PoolStats;
 
@@ -73,11 +74,7 @@ impl pb::bdev_service_server::BdevService for Services {
         req: Request<pb::DestroyBdevRequest>,
     ) -> Result<Response<pb::DestroyBdevResponse>, Status> {
         let name = req.into_inner().name;
-        if self.engine.exports().get(&name).is_some() {
-            return Err(Status::failed_precondition(format!(
-                "device {name:?} is shared over NBD; unshare it before destroying it"
-            )));
-        }
+        self.engine.ensure_unshared(&name).map_err(status::export)?;
         let registry = self.engine.registry().clone();
         // Unmapping a large malloc device takes time: off the async workers.
         blocking(move || registry.destroy(&name))
@@ -330,11 +327,11 @@ impl pb::perf_service_server::PerfService for Services {
     }
 }
 
-fn export_msg(engine: &Engine, s: crate::nbd::ShareInfo) -> pb::Export {
+fn export_msg(engine: &Engine, s: crate::export::ShareInfo) -> pb::Export {
     pb::Export {
         uri: engine.nbd_uri(&s.name),
         bdev: s.name,
-        protocol: "nbd".into(),
+        protocol: s.protocol.as_str().into(),
         read_only: s.read_only,
         connections: s.connections as u32,
     }
@@ -344,16 +341,15 @@ fn export_msg(engine: &Engine, s: crate::nbd::ShareInfo) -> pb::Export {
 impl pb::export_service_server::ExportService for Services {
     async fn share(&self, req: Request<pb::ShareRequest>) -> Result<Response<pb::Export>, Status> {
         let r = req.into_inner();
-        if !(r.protocol.is_empty() || r.protocol.eq_ignore_ascii_case("nbd")) {
+        let Some(protocol) = Protocol::from_name(&r.protocol) else {
             return Err(status::invalid(format!(
                 "unknown protocol {:?}: this engine exports over nbd",
                 r.protocol
             )));
-        }
+        };
         let share = self
             .engine
-            .exports()
-            .share(self.engine.registry(), &r.bdev, r.read_only)
+            .share(&r.bdev, protocol, r.read_only)
             .map_err(status::export)?;
         Ok(Response::new(export_msg(&self.engine, share)))
     }
@@ -363,8 +359,8 @@ impl pb::export_service_server::ExportService for Services {
         req: Request<pb::UnshareRequest>,
     ) -> Result<Response<pb::UnshareResponse>, Status> {
         self.engine
-            .exports()
             .unshare(&req.into_inner().bdev)
+            .await
             .map_err(status::export)?;
         Ok(Response::new(pb::UnshareResponse {}))
     }

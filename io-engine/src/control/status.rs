@@ -6,7 +6,7 @@
 use tonic::{Code, Status};
 
 use crate::bdev::BdevError;
-use crate::nbd::ExportError;
+use crate::export::ExportError;
 use crate::perf::PerfError;
 use crate::reactor::ReactorError;
 
@@ -50,6 +50,7 @@ pub(super) fn export(e: ExportError) -> Status {
         ExportError::Bdev(e) => bdev(e),
         e @ ExportError::AlreadyShared(_) => Status::already_exists(e.to_string()),
         e @ ExportError::NotShared(_) => Status::not_found(e.to_string()),
+        e @ ExportError::Shared { .. } => Status::failed_precondition(e.to_string()),
     }
 }
 

@@ -176,7 +176,7 @@ pub(super) struct Snapshot {
     /// Object pools.
     pub(super) pools: Vec<PoolStats>,
     /// NBD counters per export.
-    pub(super) nbd: Vec<crate::nbd::stats::ExportStats>,
+    pub(super) nbd: Vec<crate::export::nbd::stats::ExportStats>,
     /// Accel counters per (opcode, module) and per module.
     pub(super) accel: (Vec<crate::accel::OpStats>, Vec<crate::accel::ModuleStats>),
     /// Each module's engine counters: (module, event, count).
