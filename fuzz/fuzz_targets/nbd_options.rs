@@ -12,40 +12,10 @@
 
 use std::sync::Arc;
 
-use io_engine::nbd::handshake::{
-    Allocation, ExportInfo, Handshake, HandshakeConfig, HandshakeError, Outcome, StaticExports,
-};
-use io_engine::nbd::proto::{MAX_PAYLOAD, OPTION_REPLY_HEADER_LEN, OPTION_REPLY_MAGIC};
+use io_engine::export::nbd::handshake::{Handshake, HandshakeConfig, HandshakeError, Outcome};
+use io_engine::export::nbd::proto::{OPTION_REPLY_HEADER_LEN, OPTION_REPLY_MAGIC};
+use io_engine::export::nbd::testing::StaticExports;
 use libfuzzer_sys::fuzz_target;
-
-fn exports() -> StaticExports {
-    StaticExports {
-        exports: vec![
-            ExportInfo {
-                name: "malloc0".into(),
-                description: "malloc disk".into(),
-                size: 1 << 20,
-                read_only: false,
-                block_size: 512,
-                preferred: 4096,
-                max_payload: MAX_PAYLOAD,
-                can_multi_conn: true,
-                data_kind: Allocation::Data,
-            },
-            ExportInfo {
-                name: "null0".into(),
-                description: String::new(),
-                size: 1 << 30,
-                read_only: true,
-                block_size: 4096,
-                preferred: 4096,
-                max_payload: 1 << 20,
-                can_multi_conn: false,
-                data_kind: Allocation::Zero,
-            },
-        ],
-    }
-}
 
 #[derive(Debug, PartialEq)]
 struct Run {
@@ -55,10 +25,9 @@ struct Run {
     error: Option<HandshakeError>,
 }
 
-fn drive(input: &[u8], chunk: usize, tls_available: bool) -> Run {
+fn drive(input: &[u8], chunk: usize) -> Run {
     let mut h = Handshake::new(HandshakeConfig {
-        exports: Arc::new(exports()),
-        tls_available,
+        exports: Arc::new(StaticExports::two()),
         refuse: None,
     });
     let mut greeting = Vec::new();
@@ -74,32 +43,23 @@ fn drive(input: &[u8], chunk: usize, tls_available: bool) -> Run {
     let mut buf = Vec::new();
     for piece in input.chunks(chunk.max(1)) {
         buf.extend_from_slice(piece);
-        loop {
-            match h.feed(&buf, &mut run.out) {
-                Ok((n, outcome)) => {
-                    assert!(n <= buf.len(), "consumed {n} of {}", buf.len());
-                    buf.drain(..n);
-                    run.consumed += n;
-                    match outcome {
-                        Some(Outcome::StartTls) => {
-                            h.tls_established().expect("STARTTLS was pending");
-                            continue;
-                        }
-                        Some(outcome) => {
-                            run.outcome = Some(outcome);
-                            return run;
-                        }
-                        None => break,
-                    }
-                }
-                Err(e) => {
-                    // Fatal: the connection closes, so how much of the
-                    // failing call's input was used does not matter (and
-                    // differs with chunking).
-                    run.consumed = 0;
-                    run.error = Some(e);
+        match h.feed(&buf, &mut run.out) {
+            Ok((n, outcome)) => {
+                assert!(n <= buf.len(), "consumed {n} of {}", buf.len());
+                buf.drain(..n);
+                run.consumed += n;
+                if outcome.is_some() {
+                    run.outcome = outcome;
                     return run;
                 }
+            }
+            Err(e) => {
+                // Fatal: the connection closes, so how much of the failing
+                // call's input was used does not matter (and differs with
+                // chunking).
+                run.consumed = 0;
+                run.error = Some(e);
+                return run;
             }
         }
     }
@@ -121,9 +81,8 @@ fn well_formed(mut out: &[u8]) -> bool {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let tls_available = data.len().is_multiple_of(2);
-    let whole = drive(data, data.len(), tls_available);
-    let pieces = drive(data, data.len() % 13 + 1, tls_available);
+    let whole = drive(data, data.len());
+    let pieces = drive(data, data.len() % 13 + 1);
     assert_eq!(whole, pieces, "chunking changed the result");
     assert!(whole.consumed <= data.len());
     if !matches!(whole.outcome, Some(Outcome::Transmission { .. })) {

@@ -12,33 +12,14 @@
 
 #![no_main]
 
-use io_engine::nbd::handshake::{Allocation, ExportInfo};
-use io_engine::nbd::proto::{self, MAX_PAYLOAD, REQUEST_HEADER_LEN};
-use io_engine::nbd::transmission::{Command, ProtocolError, RequestParser, validate};
+use io_engine::export::nbd::ExportInfo;
+use io_engine::export::nbd::proto::{self, MAX_PAYLOAD, REQUEST_HEADER_LEN};
+use io_engine::export::nbd::testing::{malloc_export, null_export};
+use io_engine::export::nbd::transmission::{Command, ProtocolError, RequestParser, validate};
 use libfuzzer_sys::fuzz_target;
 
 fn exports() -> [ExportInfo; 2] {
-    let rw = ExportInfo {
-        name: "malloc0".into(),
-        description: String::new(),
-        size: 1 << 20,
-        read_only: false,
-        block_size: 512,
-        preferred: 4096,
-        max_payload: MAX_PAYLOAD,
-        can_multi_conn: true,
-        data_kind: Allocation::Data,
-    };
-    let ro = ExportInfo {
-        name: "null0".into(),
-        size: 1 << 30,
-        read_only: true,
-        block_size: 4096,
-        max_payload: 1 << 20,
-        data_kind: Allocation::Zero,
-        ..rw.clone()
-    };
-    [rw, ro]
+    [malloc_export(), null_export()]
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -9,17 +9,17 @@
 //! core. [`env`] holds what the layers above stand on: core sets, pinning,
 //! DMA memory and the cycle clock.
 //!
-//! Layers, lowest first: `env` < `pool` < `reactor` < `accel` < `bdev` < `nbd`,
-//! `perf` < `engine` < `control`, `metrics`. A layer only imports the layers below
-//! it; see `docs/architecture.md`.
+//! Layers, lowest first: `env` < `pool` < `reactor` < `accel` < `bdev` <
+//! `export` < `perf` < `engine` < `control`, `metrics`. A layer only imports
+//! the layers below it; see `docs/architecture.md`.
 
 pub mod accel;
 pub mod bdev;
 pub mod control;
 pub mod engine;
 pub mod env;
+pub mod export;
 pub mod metrics;
-pub mod nbd;
 pub mod perf;
 pub mod pool;
 pub mod reactor;

@@ -1326,7 +1326,7 @@ fn eof_without_disc_and_disc_are_clean_closes() {
     assert_eq!(c.read_at(0, 4096), data);
     let log = d.stderr();
     for line in log.lines() {
-        let nbd_warning = line.contains("io_engine::nbd")
+        let nbd_warning = line.contains("io_engine::export")
             && (line.contains("\"level\":\"WARN\"") || line.contains("\"level\":\"ERROR\""));
         assert!(
             !nbd_warning

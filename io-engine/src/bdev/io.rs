@@ -193,6 +193,9 @@ pub struct IoSlot {
     pub(super) buf: Option<IoBuf>,
     pub(super) tag: u64,
     pub(super) status: Result<(), IoError>,
+    /// A completed read placed no data in the buffer: the range reads as
+    /// zeroes (a device that stores nothing). Cleared when the IO is done.
+    pub(super) zeroes: bool,
     pub(super) submit_tsc: u64,
     pub(super) complete_tsc: u64,
 }
@@ -206,6 +209,7 @@ impl Default for IoSlot {
             buf: None,
             tag: 0,
             status: Ok(()),
+            zeroes: false,
             submit_tsc: 0,
             complete_tsc: 0,
         }
@@ -278,6 +282,19 @@ impl IoSlot {
     pub fn set_status(&mut self, status: Result<(), IoError>) {
         self.status = status;
     }
+    /// Whether the completed read's range is all zeroes and its buffer was
+    /// left as it was (the device stores no data): the submitter sends or
+    /// uses zeroes, not the buffer's contents.
+    #[inline]
+    pub fn reads_zeroes(&self) -> bool {
+        self.zeroes
+    }
+    /// Completes a read without placing data: its range reads as zeroes
+    /// (devices that store nothing).
+    #[inline]
+    pub fn set_reads_zeroes(&mut self) {
+        self.zeroes = true;
+    }
 }
 
 /// Receives completed IOs on the submitting core.
@@ -332,9 +349,11 @@ deref_slot!(IoDone);
 
 impl Drop for IoDone {
     /// A buffer the handler did not take goes back to its own pool now, not
-    /// with the IO object.
+    /// with the IO object; the IO object goes back clean of this IO's
+    /// outcome flags.
     #[inline]
     fn drop(&mut self) {
         self.slot.buf = None;
+        self.slot.zeroes = false;
     }
 }

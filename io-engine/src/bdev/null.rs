@@ -1,6 +1,8 @@
 //! The null device: no data movement. Writes are discarded and reads leave
-//! the buffer untouched, as SPDK's null bdev does; every IO completes on the
-//! next poll. It measures the engine's own per-IO cost.
+//! the buffer untouched, as SPDK's null bdev does, and complete saying the
+//! range reads as zeroes ([`IoSlot::reads_zeroes`](super::io::IoSlot::reads_zeroes));
+//! every IO completes on the next poll. It measures the engine's own
+//! per-IO cost.
 //!
 //! Thread: the device is shared; each channel lives on one reactor.
 
@@ -50,7 +52,10 @@ struct NullChannel {
 
 impl DeviceChannel for NullChannel {
     #[inline]
-    fn submit(&mut self, io: BdevIo) {
+    fn submit(&mut self, mut io: BdevIo) {
+        if io.op() == IoType::Read {
+            io.set_reads_zeroes();
+        }
         self.pending.push(io);
     }
 

@@ -1,5 +1,5 @@
-//! `io_engine.v1.ExportService`: share a device over NBD, unshare it, list
-//! the shares.
+//! `io_engine.v1.ExportService`: share a device (over NBD, the one
+//! protocol so far), unshare it, list the shares.
 //!
 //! Thread: the control-plane runtime's workers.
 
@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 
 use super::status;
 use crate::engine::Engine;
-use crate::nbd::ShareInfo;
+use crate::export::{Protocol, ShareInfo};
 
 /// The export service over the engine.
 #[derive(Clone)]
@@ -28,7 +28,7 @@ impl ExportService {
         pb::Export {
             uri: self.engine.nbd_uri(&s.name),
             bdev: s.name,
-            protocol: "nbd".into(),
+            protocol: s.protocol.as_str().into(),
             read_only: s.read_only,
             connections: s.connections as u32,
         }
@@ -39,16 +39,15 @@ impl ExportService {
 impl pb::export_service_server::ExportService for ExportService {
     async fn share(&self, req: Request<pb::ShareRequest>) -> Result<Response<pb::Export>, Status> {
         let r = req.into_inner();
-        if !(r.protocol.is_empty() || r.protocol.eq_ignore_ascii_case("nbd")) {
+        let Some(protocol) = Protocol::from_name(&r.protocol) else {
             return Err(status::invalid(format!(
                 "unknown protocol {:?}: this engine exports over nbd",
                 r.protocol
             )));
-        }
+        };
         let share = self
             .engine
-            .exports()
-            .share(self.engine.registry(), &r.bdev, r.read_only)
+            .share(&r.bdev, protocol, r.read_only)
             .map_err(status::export)?;
         Ok(Response::new(self.message(share)))
     }
@@ -58,8 +57,8 @@ impl pb::export_service_server::ExportService for ExportService {
         req: Request<pb::UnshareRequest>,
     ) -> Result<Response<pb::UnshareResponse>, Status> {
         self.engine
-            .exports()
             .unshare(&req.into_inner().bdev)
+            .await
             .map_err(status::export)?;
         Ok(Response::new(pb::UnshareResponse {}))
     }

@@ -7,7 +7,7 @@ use tonic::{Code, Status};
 
 use crate::bdev::BdevError;
 use crate::engine::DestroyError;
-use crate::nbd::ExportError;
+use crate::export::ExportError;
 use crate::perf::PerfError;
 use crate::reactor::ReactorError;
 
@@ -27,7 +27,7 @@ pub(super) fn bdev(e: BdevError) -> Status {
 /// The status for a device that could not be destroyed.
 pub(super) fn destroy(e: DestroyError) -> Status {
     match e {
-        e @ DestroyError::Shared(_) => Status::failed_precondition(e.to_string()),
+        DestroyError::Shared(e) => export(e),
         DestroyError::Bdev(e) => bdev(e),
     }
 }
@@ -59,6 +59,7 @@ pub(super) fn export(e: ExportError) -> Status {
         ExportError::Bdev(e) => bdev(e),
         e @ ExportError::AlreadyShared(_) => Status::already_exists(e.to_string()),
         e @ ExportError::NotShared(_) => Status::not_found(e.to_string()),
+        e @ ExportError::Shared { .. } => Status::failed_precondition(e.to_string()),
     }
 }
 
@@ -101,7 +102,10 @@ mod tests {
                 "open",
             ),
             (
-                destroy(DestroyError::Shared("s0".into())),
+                destroy(DestroyError::Shared(ExportError::Shared {
+                    name: "s0".into(),
+                    protocol: crate::export::Protocol::Nbd,
+                })),
                 Code::FailedPrecondition,
                 "shared over NBD; unshare it",
             ),

@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 use crate::accel::{Accel, AccelError, Assignment, Module};
 use crate::bdev::{BdevError, BdevRegistry, IoPoolConfig};
 use crate::env::cores::CoreSet;
-use crate::nbd::{Dispatch, Exports, NbdCounters};
+use crate::export::nbd::{Dispatch, NbdCounters};
+use crate::export::{ExportError, Exports, Protocol, RELEASE_WAIT, ShareInfo};
 use crate::reactor::{PollMode, ReactorError, Reactors};
 
 /// What the engine was built from.
@@ -145,9 +146,9 @@ impl Engine {
     /// Destroys device `name`, unless it is shared: its clients come first.
     /// Blocks while a large device's memory is unmapped.
     pub fn destroy_bdev(&self, name: &str) -> Result<(), DestroyError> {
-        if self.exports.get(name).is_some() {
-            return Err(DestroyError::Shared(name.into()));
-        }
+        self.exports
+            .ensure_unshared(name)
+            .map_err(DestroyError::Shared)?;
         Ok(self.registry.destroy(name)?)
     }
 
@@ -156,9 +157,42 @@ impl Engine {
         Snapshot::take(self)
     }
 
-    /// The NBD export table.
+    /// The export registry.
     pub fn exports(&self) -> &Arc<Exports> {
         &self.exports
+    }
+
+    /// Shares device `name` over `protocol`.
+    pub fn share(
+        &self,
+        name: &str,
+        protocol: Protocol,
+        read_only: bool,
+    ) -> Result<ShareInfo, ExportError> {
+        self.exports
+            .share(&self.registry, name, protocol, read_only)
+    }
+
+    /// Stops sharing device `name`. Returns once its connections have let
+    /// the device go (so that a destroy then finds it closed), or after
+    /// [`RELEASE_WAIT`] if a client holds it longer (an NBD client in the
+    /// middle of sending a WRITE it may still finish).
+    pub async fn unshare(&self, name: &str) -> Result<(), ExportError> {
+        let release = self.exports.unshare(name)?;
+        // A message wakes every reactor (an idle one may sleep), and its
+        // connections notice in the round it runs.
+        for core in 0..self.reactors.len() {
+            let _ = self.reactors.run_on(core, || ()).await;
+        }
+        if let Err(e) = tokio::task::spawn_blocking(move || release.wait(RELEASE_WAIT)).await {
+            tracing::warn!("unshare {name}: {e}");
+        }
+        Ok(())
+    }
+
+    /// Refuses to destroy device `name` while it is shared.
+    pub fn ensure_unshared(&self, name: &str) -> Result<(), ExportError> {
+        self.exports.ensure_unshared(name)
     }
 
     /// Records where the NBD server listens (for share URIs).
@@ -169,7 +203,7 @@ impl Engine {
     /// The URI clients use for export `name`, once the NBD server listens.
     pub fn nbd_uri(&self, name: &str) -> String {
         match self.nbd_addr.get() {
-            Some(a) => format!("nbd://{a}/{name}"),
+            Some(a) => Protocol::Nbd.uri(a, name),
             None => String::new(),
         }
     }

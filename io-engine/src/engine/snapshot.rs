@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use super::{BUILD, BuildInfo, DeviceSnapshot, Engine};
 use crate::accel::{ModuleStats, OpStats};
-use crate::nbd::stats::ExportStats;
+use crate::export::nbd::stats::ExportStats;
 use crate::pool::PoolStats;
 use crate::reactor::ReactorStats;
 

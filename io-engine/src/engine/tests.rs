@@ -6,6 +6,7 @@
 use super::testing::start_engine;
 use super::*;
 use crate::bdev::BdevError;
+use crate::export::{ExportError, Protocol};
 
 #[test]
 fn a_shared_device_is_not_destroyed_until_unshared() {
@@ -14,13 +15,10 @@ fn a_shared_device_is_not_destroyed_until_unshared() {
         .registry()
         .create("null:///n0?size_mb=1&blk_size=512")
         .unwrap();
-    engine
-        .exports()
-        .share(engine.registry(), "n0", false)
-        .unwrap();
+    engine.share("n0", Protocol::Nbd, false).unwrap();
     let e = engine.destroy_bdev("n0").unwrap_err();
     assert!(
-        matches!(e, DestroyError::Shared(ref n) if n == "n0"),
+        matches!(e, DestroyError::Shared(ExportError::Shared { ref name, .. }) if name == "n0"),
         "{e:?}"
     );
     assert_eq!(
@@ -28,7 +26,8 @@ fn a_shared_device_is_not_destroyed_until_unshared() {
         "device \"n0\" is shared over NBD; unshare it before destroying it"
     );
     assert!(engine.registry().get("n0").is_some(), "still there");
-    engine.exports().unshare("n0").unwrap();
+    // No connection holds it: the release is immediate.
+    assert!(engine.exports().unshare("n0").unwrap().wait(std::time::Duration::ZERO));
     engine.destroy_bdev("n0").unwrap();
     assert!(engine.registry().get("n0").is_none());
     assert!(matches!(
@@ -47,10 +46,7 @@ fn a_snapshot_holds_every_part() {
     ] {
         engine.registry().create(uri).unwrap();
     }
-    engine
-        .exports()
-        .share(engine.registry(), "a", true)
-        .unwrap();
+    engine.share("a", Protocol::Nbd, true).unwrap();
     let s = engine.snapshot();
     assert_eq!(s.build, BUILD);
     assert!(s.uptime.is_some());

@@ -21,7 +21,8 @@ use io_engine::engine::{Engine, EngineConfig};
 use io_engine::env::affinity;
 use io_engine::env::cores::CoreSet;
 use io_engine::env::dma::register_mapper;
-use io_engine::nbd::{Dispatch, Listener, NbdServer};
+use io_engine::export::Protocol;
+use io_engine::export::nbd::{Dispatch, Listener, NbdServer};
 use io_engine::pool::DEFAULT_CACHE_SIZE;
 use io_engine::reactor::PollMode;
 use tokio::net::TcpListener;
@@ -239,8 +240,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
             None => (share.as_str(), false),
         };
         engine
-            .exports()
-            .share(engine.registry(), name, read_only)
+            .share(name, Protocol::Nbd, read_only)
             .map_err(|e| format!("--share {share}: {e}"))?;
     }
     let nbd = runtime

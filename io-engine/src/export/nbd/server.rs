@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::conn::{Connection, Stream};
-use super::export::Exports;
 use super::stats::NbdCounters;
+use super::{Connection, Stream};
+use crate::export::Exports;
 
 /// Where connections go: the engine's reactors.
 pub trait Dispatch: Send + Sync {

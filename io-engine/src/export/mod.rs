@@ -1,0 +1,25 @@
+//! Exports: devices shared over a wire protocol. The registry
+//! ([`Exports`]) keeps what every protocol has in common (names,
+//! read-only, connection counts and limit, attach and detach, the refusal
+//! to destroy a shared device, the wait for the device's release after an
+//! unshare); each protocol ([`Protocol`]) brings its wire code and
+//! connections: [`nbd`] first.
+//!
+//! Thread: the registry is shared (control plane and connections, behind
+//! one mutex); each protocol's connections live on reactors (see each
+//! module).
+
+mod attachment;
+mod export_error;
+mod exports;
+pub mod nbd;
+mod protocol;
+mod share;
+mod share_info;
+
+pub use attachment::Attachment;
+pub use export_error::ExportError;
+pub use exports::{Exports, RELEASE_WAIT, Release};
+pub use protocol::Protocol;
+pub use share::Share;
+pub use share_info::ShareInfo;

@@ -1,0 +1,690 @@
+//! One NBD connection, from handshake to close, on the reactor it was given.
+//!
+//! Thread: the connection's reactor, from accept to close. Its socket is
+//! non-blocking and registered with the reactor's epoll set; its device IO is
+//! submitted on an [`IoChannel`](crate::bdev::IoChannel) of that reactor and
+//! completes there. Many requests are in flight at once; replies are
+//! answered as they complete (out of order) into one [`Output`], READ data
+//! as the IO buffer itself, which goes out with vectored writes once the
+//! client's requests in flight are all answered (or a short hold ends: see
+//! [`Hold`]), from the last completion or from a per-connection poller that
+//! runs once per reactor round, so replies completed together leave in one
+//! write.
+//!
+//! When its export goes away (unshare, daemon shutdown) a connection
+//! answers what it took, as the NBD spec asks of a server that shuts down:
+//! requests already executing complete and are answered; every request it
+//! reads from then on is answered `ESHUTDOWN` without being executed (the
+//! spec has the client disconnect on that error). Once nothing is in
+//! flight it releases the device and lingers: it goes on answering
+//! `ESHUTDOWN` until the client disconnects or [`LINGER`](super::LINGER) has passed, then
+//! shuts its sending side and closes, with nothing unread, so the client
+//! sees a FIN, never a reset. The phases are in [`phase`](super::phase).
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::buffers::Buffers;
+use super::conn_error::ConnError;
+use super::handshake::{Handshake, HandshakeConfig, Outcome};
+use super::hold::{HOLD_BYTES, Hold};
+use super::output::Output;
+use super::phase::{Phase, Tx};
+use super::proto::*;
+use super::stats::{ExportCounters, NbdCounters};
+use super::stream::Stream;
+use super::transmission::{Command, Request, RequestParser, validate};
+use crate::bdev::{IoCompletion, IoDone, IoError, IoRequest, IoType};
+use crate::env::tsc;
+use crate::export::{Exports, Protocol};
+use crate::reactor::{self, FdHandler, FdRegistration, Interest, Poll, PollerHandle, Readiness};
+
+/// Bytes read from the socket per read call.
+const READ_CHUNK: usize = 256 << 10;
+/// Stop taking requests while this much output waits for the client.
+const OUTPUT_HIGH_WATER: usize = 64 << 20;
+
+struct State {
+    phase: Phase,
+    /// Bytes read from the client; those before `start` are consumed.
+    input: Vec<u8>,
+    start: usize,
+    output: Output,
+    eof: bool,
+    want_write: bool,
+}
+
+/// What the connection made of the next bytes of its input.
+enum Step {
+    /// Bytes consumed (0: more input is needed).
+    Used(usize),
+    /// DISC, `usize` bytes: the client disconnects.
+    Disc(usize),
+}
+
+/// A connection.
+pub struct Connection {
+    sock: Rc<Stream>,
+    state: RefCell<State>,
+    in_flight: Cell<u32>,
+    hold: Hold,
+    /// A request waits for a buffer that the output holds: send it now.
+    starved: Cell<bool>,
+    reg: RefCell<Option<FdRegistration>>,
+    poller: RefCell<Option<PollerHandle>>,
+    exports: Arc<Exports>,
+    counters: Arc<NbdCounters>,
+    peer: String,
+    me: Weak<Connection>,
+}
+
+impl Connection {
+    /// Starts serving `sock` on the calling reactor.
+    pub fn start(
+        sock: Stream,
+        peer: String,
+        exports: Arc<Exports>,
+        counters: Arc<NbdCounters>,
+        refuse: Option<String>,
+        reply_hold: Duration,
+    ) {
+        if let Err(e) = sock.set_nonblocking() {
+            tracing::warn!(%peer, "NBD connection dropped: {e}");
+            return;
+        }
+        let mut hs = Handshake::new(HandshakeConfig {
+            exports: exports.clone(),
+            refuse,
+        });
+        let mut output = Output::with_capacity(4096);
+        hs.greeting(output.bytes());
+        let conn = Rc::new_cyclic(|me| Connection {
+            me: me.clone(),
+            sock: Rc::new(sock),
+            state: RefCell::new(State {
+                phase: Phase::Handshake(Box::new(hs)),
+                input: Vec::with_capacity(2 * READ_CHUNK),
+                start: 0,
+                output,
+                eof: false,
+                want_write: false,
+            }),
+            in_flight: Cell::new(0),
+            hold: Hold::new(reply_hold),
+            starved: Cell::new(false),
+            reg: RefCell::new(None),
+            poller: RefCell::new(None),
+            exports,
+            counters,
+            peer,
+        });
+        let weak: Weak<dyn FdHandler> = Rc::downgrade(&conn) as Weak<dyn FdHandler>;
+        match reactor::register_fd(conn.sock.clone(), Interest::READ, weak) {
+            Ok(r) => *conn.reg.borrow_mut() = Some(r),
+            Err(e) => {
+                tracing::warn!(peer = %conn.peer, "NBD connection dropped: {e}");
+                return;
+            }
+        }
+        conn.counters.connection_opened();
+        tracing::debug!(peer = %conn.peer, "NBD connection");
+        // The poller keeps the connection alive and flushes its output once a
+        // round; it goes away when the connection closes.
+        let c = conn.clone();
+        *conn.poller.borrow_mut() = Some(reactor::register_poller("nbd-conn", move || c.tick()));
+        conn.flush();
+    }
+
+    /// Once a round: notice an unshare, write pending output, close when done.
+    fn tick(self: &Rc<Self>) -> Poll {
+        let mut busy = false;
+        {
+            let mut st = self.state.borrow_mut();
+            st.phase.notice_closing();
+            match &st.phase {
+                Phase::Refusing(r) if r.awaits_payload(tsc::now()) => {
+                    reactor::wake_by(r.grace_end())
+                }
+                Phase::Lingering(l) => reactor::wake_by(l.until),
+                _ => {}
+            }
+        }
+        if self.has_output() {
+            if self.flush_due() {
+                busy = self.flush();
+            } else {
+                // Held replies: be awake when they must go out.
+                reactor::wake_by(self.hold.until.get());
+            }
+        }
+        self.maybe_close();
+        if busy { Poll::Busy } else { Poll::Idle }
+    }
+
+    /// Whether the output should be written now rather than held (see
+    /// [`Hold`]): always outside transmission, after DISC, when a write is
+    /// under way, the output is large or a request waits for one of its
+    /// buffers; in transmission when the client has nothing more to send or
+    /// the hold time is up.
+    fn flush_due(&self) -> bool {
+        let st = self.state.borrow();
+        let Phase::Transmission(tx) = &st.phase else {
+            return true;
+        };
+        tx.disc
+            || st.eof
+            || st.output.started()
+            || st.output.len() >= HOLD_BYTES
+            || self.starved.get()
+            || self.hold.due(tsc::now())
+    }
+
+    fn has_output(&self) -> bool {
+        !self.state.borrow().output.is_empty()
+    }
+
+    /// Writes what it can; returns whether anything was written. Buffers
+    /// that went out may let a request waiting for one go on.
+    fn flush(self: &Rc<Self>) -> bool {
+        let mut st = self.state.borrow_mut();
+        let mut wrote = false;
+        let held = st.output.holds_buffers();
+        while !st.output.is_empty() {
+            match st.output.write_to(&self.sock) {
+                Ok(0) => break,
+                Ok(_) => wrote = true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    // The client is gone: drop what it will never read.
+                    st.output.clear();
+                    st.eof = true;
+                    break;
+                }
+            }
+        }
+        if st.output.is_empty() {
+            self.hold.written_all();
+        }
+        let want_write = !st.output.is_empty();
+        if want_write != st.want_write {
+            st.want_write = want_write;
+            let interest = if want_write {
+                Interest::READ_WRITE
+            } else {
+                Interest::READ
+            };
+            if let Some(r) = &*self.reg.borrow() {
+                let _ = r.set_interest(interest);
+            }
+        }
+        let released = held && !st.output.holds_buffers();
+        drop(st);
+        if released && self.starved.get() {
+            self.process();
+        }
+        wrote
+    }
+
+    /// Closes once the client is gone or done and no IO is in flight; a
+    /// connection whose export went away lingers first.
+    fn maybe_close(&self) {
+        if self.in_flight.get() != 0 {
+            return;
+        }
+        let mut st = self.state.borrow_mut();
+        let flushed = st.output.is_empty();
+        let eof = st.eof;
+        let now = tsc::now();
+        let close = match &st.phase {
+            Phase::Handshake(_) => eof,
+            Phase::Transmission(tx) => eof || (tx.disc && flushed),
+            Phase::Refusing(r) => {
+                if !eof && flushed && !r.awaits_payload(now) {
+                    // The channel and the export attachment go here: the
+                    // device is free as soon as everything taken is answered.
+                    st.phase.linger();
+                    tracing::debug!(peer = %self.peer, "NBD connection: export gone, all answered");
+                    return;
+                }
+                eof
+            }
+            Phase::Lingering(l) => {
+                if !eof && now >= l.until {
+                    // Time is up: the client gets a FIN, not a reset, unless
+                    // it sends something between this and the close.
+                    let _ = self.sock.shutdown_write();
+                }
+                eof || now >= l.until
+            }
+            Phase::Closed => true,
+        };
+        drop(st);
+        if close {
+            self.close();
+        }
+    }
+
+    fn close(&self) {
+        let poller = self.poller.borrow_mut().take();
+        if poller.is_some() {
+            // First: the accept loop's total must not lag the export's count.
+            self.counters.connection_closed();
+            tracing::debug!(peer = %self.peer, "NBD connection closed");
+        }
+        let phase = std::mem::replace(&mut self.state.borrow_mut().phase, Phase::Closed);
+        drop(phase); // the channel and the export attachment go here
+        drop(self.reg.borrow_mut().take());
+        drop(poller);
+    }
+
+    fn read_input(&self) {
+        let mut st = self.state.borrow_mut();
+        if st.eof || st.output.len() > OUTPUT_HIGH_WATER {
+            return;
+        }
+        // Drop what was consumed, then read into spare capacity (no zeroing).
+        let start = std::mem::take(&mut st.start);
+        st.input.drain(..start);
+        st.input.reserve(READ_CHUNK);
+        let fd = self.sock.clone();
+        match rustix::io::read(&*fd, rustix::buffer::spare_capacity(&mut st.input)) {
+            // EOF without DISC is a normal close (fio never sends DISC).
+            Ok(0) => st.eof = true,
+            Ok(_) => {}
+            Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => st.eof = true,
+        }
+    }
+
+    /// Handles as much buffered input as it can.
+    fn process(self: &Rc<Self>) {
+        loop {
+            let mut st = self.state.borrow_mut();
+            let st = &mut *st;
+            // Checked per request, not only once a round: a request that
+            // arrives after the unshare returned is never executed.
+            st.phase.notice_closing();
+            let input = &st.input[st.start..];
+            let output = &mut st.output;
+            let backlog = output.len() > OUTPUT_HIGH_WATER;
+            let step = match &mut st.phase {
+                Phase::Handshake(hs) => match hs.feed(input, output.bytes()) {
+                    Ok((used, None)) => Ok(Step::Used(used)),
+                    Ok((used, Some(outcome))) => {
+                        st.start += used;
+                        match self.begin_transmission(outcome) {
+                            Some(tx) => {
+                                st.phase = Phase::Transmission(Box::new(tx));
+                                continue;
+                            }
+                            None => {
+                                // ABORT (acknowledged), a hard disconnect,
+                                // or an export that could not be attached.
+                                st.eof = true;
+                                return;
+                            }
+                        }
+                    }
+                    Err(e) => Err(e.into()),
+                },
+                Phase::Transmission(_) | Phase::Refusing(_) if backlog => return,
+                Phase::Transmission(tx) => self.next_request(tx, input, output).map(Step::Used),
+                Phase::Refusing(r) => match self.pending_payload(&mut r.tx, input, output) {
+                    Some(used) => Ok(Step::Used(used)),
+                    None => {
+                        let tx = &mut r.tx;
+                        self.refuse_next(&tx.counters, tx.structured, &mut tx.skip, input, output)
+                    }
+                },
+                Phase::Lingering(l) => {
+                    self.refuse_next(&l.counters, l.structured, &mut l.skip, input, output)
+                }
+                Phase::Closed => return,
+            };
+            match step {
+                Ok(Step::Used(used)) => {
+                    st.start += used;
+                    if used == 0 {
+                        return;
+                    }
+                }
+                Ok(Step::Disc(used)) => {
+                    st.start += used;
+                    if matches!(st.phase, Phase::Refusing(_)) {
+                        // Answer what was taken, then close.
+                        st.phase.disconnect();
+                    } else {
+                        st.eof = true;
+                        return;
+                    }
+                }
+                Err(e) => {
+                    match &e {
+                        ConnError::Handshake(_) => tracing::info!(peer = %self.peer, "NBD {e}"),
+                        ConnError::Protocol(_) => {
+                            tracing::info!(peer = %self.peer, "NBD connection closed: {e}")
+                        }
+                    }
+                    match &st.phase {
+                        Phase::Transmission(tx) => tx.counters.error(0),
+                        Phase::Refusing(r) => r.tx.counters.error(0),
+                        _ => {}
+                    }
+                    st.start = st.input.len();
+                    st.eof = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Attaches the export the option phase chose; `None` for any other
+    /// ending, or if it cannot be attached.
+    fn begin_transmission(&self, outcome: Outcome) -> Option<Tx> {
+        let Outcome::Transmission {
+            export,
+            structured_replies: structured,
+            meta_context_base_allocation: block_status,
+            ..
+        } = outcome
+        else {
+            return None;
+        };
+        let attachment = self.exports.attach(Protocol::Nbd, &export.name)?;
+        let ch = match attachment.desc.open_channel() {
+            Ok(ch) => ch,
+            Err(e) => {
+                tracing::warn!(peer = %self.peer, "NBD: {e}");
+                return None;
+            }
+        };
+        let bufs = match Buffers::new() {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(peer = %self.peer, "NBD connection refused: {e}");
+                return None;
+            }
+        };
+        tracing::debug!(peer = %self.peer, export = export.name, structured, "NBD transmission");
+        Some(Tx {
+            counters: self.counters.export(&export.name),
+            ch,
+            attachment,
+            export,
+            structured,
+            block_status,
+            bufs,
+            payload: None,
+            skip: 0,
+            disc: false,
+        })
+    }
+
+    /// Payload bytes the connection is in the middle of: a refused WRITE's
+    /// to skip, or a taken WRITE's to fill in (submitting it once whole).
+    /// `None` when there are none.
+    fn pending_payload(
+        self: &Rc<Self>,
+        tx: &mut Tx,
+        input: &[u8],
+        output: &mut Output,
+    ) -> Option<usize> {
+        if tx.skip > 0 {
+            let n = tx.skip.min(input.len());
+            tx.skip -= n;
+            return Some(n);
+        }
+        let (req, mut buf, filled) = tx.payload.take()?;
+        let want = req.length as usize - filled;
+        let n = want.min(input.len());
+        buf.as_mut_slice()[filled..filled + n].copy_from_slice(&input[..n]);
+        if filled + n < req.length as usize {
+            tx.payload = Some((req, buf, filled + n));
+        } else {
+            let io = IoRequest::write(buf, req.offset, req.length as u64);
+            self.submit(tx, &req, io, output);
+        }
+        Some(n)
+    }
+
+    /// Takes the next request (or payload bytes) from `input`. Returns how
+    /// many bytes it consumed (0: it needs more input, or a buffer).
+    fn next_request(
+        self: &Rc<Self>,
+        tx: &mut Tx,
+        input: &[u8],
+        output: &mut Output,
+    ) -> Result<usize, ConnError> {
+        if let Some(n) = self.pending_payload(tx, input, output) {
+            return Ok(n);
+        }
+        if tx.disc {
+            return Ok(0);
+        }
+        let Some((req, used)) = RequestParser::parse(input)? else {
+            return Ok(0);
+        };
+        let valid = validate(&req, &tx.export, tx.structured, tx.block_status.is_some());
+        let buf = match (valid, req.kind) {
+            (Ok(()), Command::Read | Command::Write) => match tx.bufs.take(req.length as usize) {
+                Some(buf) => {
+                    self.starved.set(false);
+                    Some(buf)
+                }
+                // Every buffer is out: wait for one to come back (the
+                // request is parsed, and counted, again then).
+                None => {
+                    self.starved.set(true);
+                    return Ok(0);
+                }
+            },
+            _ => None,
+        };
+        tx.counters.request(req.kind);
+        if req.kind != Command::Disc {
+            self.hold.accepted();
+        }
+        if let Err(errno) = valid {
+            tx.skip = req.payload_len();
+            tx.counters.error(errno);
+            self.reply_error(tx.structured, &req, errno, output);
+            return Ok(used);
+        }
+        let (offset, len) = (req.offset, req.length as u64);
+        match req.kind {
+            Command::Read => {
+                let buf = buf.expect("a valid READ took a buffer above");
+                self.submit(tx, &req, IoRequest::read(buf, offset, len), output);
+            }
+            Command::Write => {
+                let buf = buf.expect("a valid WRITE took a buffer above");
+                tx.payload = Some((req, buf, 0));
+            }
+            Command::Flush => {
+                self.submit(tx, &req, IoRequest::no_data(IoType::Flush, 0, 0), output);
+            }
+            Command::Trim => {
+                self.submit(
+                    tx,
+                    &req,
+                    IoRequest::no_data(IoType::Unmap, offset, len),
+                    output,
+                );
+            }
+            Command::WriteZeroes => {
+                let io = IoRequest::no_data(IoType::WriteZeroes, offset, len);
+                self.submit(tx, &req, io, output);
+            }
+            Command::Cache => {
+                // Device memory is as close as a cache gets: nothing to do.
+                put_simple_reply(output.bytes(), req.cookie, 0);
+                self.hold.replied(tsc::now());
+            }
+            Command::BlockStatus => {
+                let export = &tx.export;
+                let end = (offset + len).min(export.size);
+                let len = (end - offset).min(u32::MAX as u64) as u32;
+                let id = tx.block_status.unwrap_or(0);
+                put_block_status(
+                    output.bytes(),
+                    req.cookie,
+                    id,
+                    &[(len, export.data_kind.block_status_flags())],
+                    true,
+                );
+                self.hold.replied(tsc::now());
+            }
+            Command::Disc => {
+                tx.disc = true;
+            }
+            Command::Unknown(_) => unreachable!("validate refuses unknown commands"),
+        }
+        Ok(used)
+    }
+
+    fn submit(self: &Rc<Self>, tx: &Tx, req: &Request, mut io: IoRequest, output: &mut Output) {
+        io.tag = req.cookie;
+        let cb: Rc<dyn IoCompletion> = self.clone();
+        match tx.ch.submit(io, cb) {
+            Ok(()) => self.in_flight.set(self.in_flight.get() + 1),
+            Err(e) => {
+                // validate() ran first; a refusal here is the device's view of
+                // the same rules (alignment, range): answer with its errno.
+                let errno = errno_of(&e.error);
+                tx.counters.error(errno);
+                self.reply_error(tx.structured, req, errno, output);
+            }
+        }
+    }
+
+    /// Takes the next refused request (or payload bytes of one, counted
+    /// in `skip`) from `input`, for a connection whose export went away:
+    /// answered `ESHUTDOWN`, unexecuted.
+    fn refuse_next(
+        &self,
+        counters: &ExportCounters,
+        structured: bool,
+        skip: &mut usize,
+        input: &[u8],
+        output: &mut Output,
+    ) -> Result<Step, ConnError> {
+        if *skip > 0 {
+            let n = (*skip).min(input.len());
+            *skip -= n;
+            return Ok(Step::Used(n));
+        }
+        let Some((req, used)) = RequestParser::parse(input)? else {
+            return Ok(Step::Used(0));
+        };
+        counters.request(req.kind);
+        if req.kind == Command::Disc {
+            return Ok(Step::Disc(used));
+        }
+        counters.error(ESHUTDOWN);
+        self.reply_error(structured, &req, ESHUTDOWN, output);
+        *skip = req.payload_len();
+        Ok(Step::Used(used))
+    }
+
+    fn reply_error(&self, structured: bool, req: &Request, errno: u32, output: &mut Output) {
+        self.hold.replied(tsc::now());
+        if structured && req.kind == Command::Read {
+            put_structured_error(output.bytes(), req.cookie, errno, "", true);
+        } else {
+            put_simple_reply(output.bytes(), req.cookie, errno);
+        }
+    }
+
+    /// The connection's own `Rc` (it is alive: the reactor upgraded its
+    /// registration's weak handler to call us).
+    fn self_rc(&self) -> Option<Rc<Connection>> {
+        self.me.upgrade()
+    }
+}
+
+fn errno_of(e: &IoError) -> u32 {
+    match e {
+        IoError::Unaligned { .. } | IoError::Empty(_) | IoError::Buffer { .. } => EINVAL,
+        IoError::OutOfRange { .. } => ENOSPC,
+        IoError::Unsupported(_) => ENOTSUP,
+        IoError::Device(_) => EIO,
+    }
+}
+
+/// Appends the reply to a completed IO. READ data goes out of the IO
+/// buffer itself; a device that placed none (it reads as zeroes) gets a
+/// hole chunk, or zeroes in the buffer for a simple reply.
+fn put_completion(output: &mut Output, structured: bool, io: &mut IoDone) {
+    let (cookie, op, offset, len) = (io.tag(), io.op(), io.offset(), io.len());
+    match io.status() {
+        Ok(()) if op == IoType::Read => {
+            if structured && io.reads_zeroes() {
+                put_offset_hole(output.bytes(), cookie, offset, len as u32, true);
+                return;
+            }
+            let mut buf = io.take_buf().expect("a read carries its buffer");
+            if io.reads_zeroes() {
+                buf.as_mut_slice()[..len as usize].fill(0);
+            }
+            if structured {
+                put_offset_data_header(output.bytes(), cookie, offset, len as u32, true);
+            } else {
+                put_simple_reply(output.bytes(), cookie, 0);
+            }
+            output.push_data(buf, len as usize);
+        }
+        Ok(()) => put_simple_reply(output.bytes(), cookie, 0),
+        Err(e) => {
+            let errno = errno_of(&e);
+            if structured && op == IoType::Read {
+                put_structured_error(output.bytes(), cookie, errno, "", true);
+            } else {
+                put_simple_reply(output.bytes(), cookie, errno);
+            }
+        }
+    }
+}
+
+impl IoCompletion for Connection {
+    fn complete(self: Rc<Self>, mut io: IoDone) {
+        self.in_flight.set(self.in_flight.get() - 1);
+        self.hold.replied(tsc::now());
+        {
+            let mut st = self.state.borrow_mut();
+            let st = &mut *st;
+            if !st.eof {
+                put_completion(&mut st.output, st.phase.structured(), &mut io);
+            }
+        }
+        // Any buffer not queued for the client (a WRITE's, a failed READ's)
+        // goes back now: it may unblock a request waiting for one.
+        drop(io);
+        self.process();
+        // The last reply the client waits for goes out now rather than at
+        // the next round's tick: one round less of latency at iodepth 1.
+        if self.hold.all_answered() && self.flush_due() {
+            self.flush();
+        }
+    }
+}
+
+impl FdHandler for Connection {
+    fn on_ready(&self, ready: Readiness) {
+        let Some(this) = self.self_rc() else { return };
+        if ready.writable {
+            this.flush();
+        }
+        if ready.readable || ready.hangup {
+            this.read_input();
+            this.process();
+        }
+        if this.has_output() && this.flush_due() {
+            this.flush();
+        }
+        this.maybe_close();
+    }
+}

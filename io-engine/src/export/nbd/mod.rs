@@ -1,0 +1,39 @@
+//! NBD (Network Block Device), the first export protocol: wire constants
+//! and encoders ([`proto`]), the option phase ([`handshake`]) and request
+//! parsing and validation ([`transmission`]) as sans-IO code; the view of
+//! the export registry the option phase sees ([`ExportLookup`]);
+//! connections on reactors ([`Connection`], in explicit phases);
+//! listeners ([`NbdServer`]); counters ([`stats`]).
+//!
+//! Thread: listeners run on the control-plane runtime; each connection runs
+//! on one reactor from accept to close (see each module).
+
+mod allocation;
+mod block_limits;
+mod buffers;
+mod conn;
+mod conn_error;
+mod export_info;
+mod export_lookup;
+pub mod handshake;
+mod hold;
+mod output;
+mod phase;
+pub mod proto;
+mod server;
+pub mod stats;
+mod stream;
+#[cfg(any(test, fuzzing))]
+pub mod testing;
+pub mod transmission;
+
+pub use allocation::Allocation;
+pub use block_limits::BlockLimits;
+pub use conn::Connection;
+pub use conn_error::ConnError;
+pub use export_info::ExportInfo;
+pub use export_lookup::ExportLookup;
+pub use phase::LINGER;
+pub use server::{Dispatch, Listener, NbdServer};
+pub use stats::NbdCounters;
+pub use stream::Stream;

@@ -1,0 +1,250 @@
+//! What a connection has to send: reply headers and small replies as
+//! bytes, READ data as the IO buffers themselves, all in reply order, sent
+//! with vectored writes, so READ data is never copied.
+//!
+//! Thread: the connection's reactor (`!Send`: it holds IO buffers of the
+//! connection's pools).
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+
+use super::stream::Stream;
+use crate::pool::IoBuf;
+
+/// Most pieces given to one `writev` (well under `IOV_MAX`).
+const MAX_IOVECS: usize = 64;
+
+/// An IO buffer to send whole (`len` bytes), after the first `at` bytes of
+/// [`Output::bytes`].
+struct Data {
+    at: usize,
+    buf: IoBuf,
+    len: usize,
+}
+
+/// The bytes waiting for the client, in order: `bytes` with the buffers of
+/// `data` spliced in at their positions. A buffer goes back to its pool
+/// once it has been sent whole.
+pub(super) struct Output {
+    bytes: Vec<u8>,
+    data: VecDeque<Data>,
+    /// Bytes of `bytes` sent.
+    sent: usize,
+    /// Bytes of the first buffer of `data` sent (while `sent` is at it).
+    data_sent: usize,
+    /// Bytes of the buffers of `data`, whole.
+    data_len: usize,
+}
+
+impl Output {
+    pub(super) fn with_capacity(n: usize) -> Output {
+        Output {
+            bytes: Vec::with_capacity(n),
+            data: VecDeque::new(),
+            sent: 0,
+            data_sent: 0,
+            data_len: 0,
+        }
+    }
+
+    /// Where replies are encoded: appended after everything queued.
+    #[inline]
+    pub(super) fn bytes(&mut self) -> &mut Vec<u8> {
+        &mut self.bytes
+    }
+
+    /// Queues the first `len` bytes of `buf`, after everything queued.
+    #[inline]
+    pub(super) fn push_data(&mut self, buf: IoBuf, len: usize) {
+        debug_assert!(len <= buf.len());
+        self.data_len += len;
+        self.data.push_back(Data {
+            at: self.bytes.len(),
+            buf,
+            len,
+        });
+    }
+
+    /// Bytes not yet sent.
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.bytes.len() - self.sent + self.data_len - self.data_sent
+    }
+
+    /// Whether everything is sent.
+    #[inline]
+    pub(super) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether a write stopped part way through what is queued.
+    #[inline]
+    pub(super) fn started(&self) -> bool {
+        self.sent > 0 || self.data_sent > 0
+    }
+
+    /// Whether it holds IO buffers.
+    #[inline]
+    pub(super) fn holds_buffers(&self) -> bool {
+        !self.data.is_empty()
+    }
+
+    /// Drops everything (the client is gone); the buffers go back.
+    pub(super) fn clear(&mut self) {
+        self.bytes.clear();
+        self.data.clear();
+        self.sent = 0;
+        self.data_sent = 0;
+        self.data_len = 0;
+    }
+
+    /// One vectored write of as much as the socket takes; returns the
+    /// bytes written.
+    pub(super) fn write_to(&mut self, sock: &Stream) -> io::Result<usize> {
+        let mut iov: [IoSlice<'_>; MAX_IOVECS] = [IoSlice::new(&[]); MAX_IOVECS];
+        let mut n = 0;
+        let mut pos = self.sent;
+        // Bytes up to `limit` may go in this write: those before the first
+        // buffer left for the next one.
+        let mut limit = self.bytes.len();
+        for (i, d) in self.data.iter().enumerate() {
+            if n + 2 > MAX_IOVECS {
+                limit = d.at;
+                break;
+            }
+            if d.at > pos {
+                iov[n] = IoSlice::new(&self.bytes[pos..d.at]);
+                n += 1;
+            }
+            let from = if i == 0 { self.data_sent } else { 0 };
+            iov[n] = IoSlice::new(&d.buf.as_slice()[from..d.len]);
+            n += 1;
+            pos = d.at;
+        }
+        if n < MAX_IOVECS && pos < limit {
+            iov[n] = IoSlice::new(&self.bytes[pos..limit]);
+            n += 1;
+        }
+        let written = sock.write_vectored(&iov[..n])?;
+        self.advance(written);
+        Ok(written)
+    }
+
+    /// Marks `n` more bytes sent; buffers sent whole go back.
+    fn advance(&mut self, mut n: usize) {
+        while n > 0 {
+            let Some(d) = self.data.front() else {
+                self.sent += n.min(self.bytes.len() - self.sent);
+                break;
+            };
+            if self.sent < d.at {
+                let k = n.min(d.at - self.sent);
+                self.sent += k;
+                n -= k;
+                continue;
+            }
+            let len = d.len;
+            let k = n.min(len - self.data_sent);
+            self.data_sent += k;
+            n -= k;
+            if self.data_sent == len {
+                self.data_sent = 0;
+                self.data_len -= len;
+                self.data.pop_front();
+            }
+        }
+        if self.is_empty() {
+            self.clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+
+    use super::*;
+    use crate::pool::{BufPool, PoolConfig};
+
+    /// Replies of a header and 1 MiB of data each, larger than the socket
+    /// takes at once: every write stops part way, in a header or in a
+    /// buffer, and the reader still gets every byte in order.
+    #[test]
+    fn partial_writes_keep_the_order_and_return_each_buffer_once_sent() {
+        const LEN: usize = 1 << 20;
+        let pool = BufPool::new(PoolConfig::new("output-test", 3, 1).cache_size(0), LEN).unwrap();
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let sock = Stream::Unix(a);
+        sock.set_nonblocking().unwrap();
+        let mut out = Output::with_capacity(64);
+        let mut want = Vec::new();
+        for i in 0..3u8 {
+            let mut buf = pool.get().unwrap();
+            buf.as_mut_slice().fill(i + 1);
+            let len = LEN - 512 * i as usize;
+            out.bytes().extend_from_slice(&[0xa0 + i; 16]);
+            want.extend_from_slice(&[0xa0 + i; 16]);
+            out.push_data(buf, len);
+            want.extend(std::iter::repeat_n(i + 1, len));
+        }
+        out.bytes().extend_from_slice(b"tail");
+        want.extend_from_slice(b"tail");
+        assert_eq!(out.len(), want.len());
+        assert!(pool.get().is_none(), "all three buffers are queued");
+
+        let reader = std::thread::spawn(move || {
+            let mut got = vec![0; want.len()];
+            b.read_exact(&mut got).unwrap();
+            assert!(got == want, "the bytes arrive in order");
+        });
+        let mut partial = 0;
+        while !out.is_empty() {
+            match out.write_to(&sock) {
+                Ok(_) => partial += usize::from(out.started()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        reader.join().unwrap();
+        assert!(partial > 0, "some write stopped part way");
+        assert!(!out.holds_buffers());
+        assert!(pool.get().is_some(), "the buffers are back");
+    }
+
+    /// More replies than one `writev` takes pieces: the rest goes in the
+    /// next writes, in order.
+    #[test]
+    fn many_small_replies_go_out_over_several_writes_in_order() {
+        let pool =
+            BufPool::new(PoolConfig::new("output-test", 100, 1).cache_size(0), 4096).unwrap();
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let sock = Stream::Unix(a);
+        let mut out = Output::with_capacity(64);
+        let mut want = Vec::new();
+        for i in 0..100u8 {
+            let mut buf = pool.get().unwrap();
+            buf.as_mut_slice().fill(i);
+            out.bytes().extend_from_slice(&[!i; 16]);
+            want.extend_from_slice(&[!i; 16]);
+            out.push_data(buf, 512);
+            want.extend_from_slice(&[i; 512]);
+            if i % 3 == 0 {
+                // A reply without data between two with.
+                out.bytes().extend_from_slice(&[0xee; 16]);
+                want.extend_from_slice(&[0xee; 16]);
+            }
+        }
+        let mut writes = 0;
+        while !out.is_empty() {
+            out.write_to(&sock).unwrap();
+            writes += 1;
+        }
+        assert!(writes > 1, "64 pieces at most per write");
+        let mut got = vec![0; want.len()];
+        b.read_exact(&mut got).unwrap();
+        assert!(got == want, "the bytes arrive in order");
+    }
+}

@@ -1,0 +1,51 @@
+//! A client socket: TCP or Unix, non-blocking once its connection starts.
+//!
+//! Thread: accepted on the control-plane runtime, then used only on the
+//! connection's reactor.
+
+use std::io::{self, IoSlice, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+
+/// A client socket.
+pub enum Stream {
+    /// TCP.
+    Tcp(TcpStream),
+    /// A Unix socket.
+    Unix(UnixStream),
+}
+
+impl AsFd for Stream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
+        }
+    }
+}
+
+impl Stream {
+    /// One `writev`: the bytes of `bufs`, in order, as far as the socket
+    /// takes them.
+    pub(super) fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => (&*s).write_vectored(bufs),
+            Stream::Unix(s) => (&*s).write_vectored(bufs),
+        }
+    }
+
+    pub(super) fn set_nonblocking(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_nonblocking(true),
+            Stream::Unix(s) => s.set_nonblocking(true),
+        }
+    }
+
+    pub(super) fn shutdown_write(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.shutdown(Shutdown::Write),
+            Stream::Unix(s) => s.shutdown(Shutdown::Write),
+        }
+    }
+}
