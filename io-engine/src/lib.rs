@@ -10,8 +10,11 @@
 //! DMA memory and the cycle clock.
 //!
 //! Layers, lowest first: `env` < `pool` < `reactor` < `accel` < `bdev` <
-//! `export` < `perf` < `engine` < `control`, `metrics`. A layer only imports
-//! the layers below it; see `docs/architecture.md`.
+//! `export`, `perf` < `engine` < `control`, `metrics`. A layer only imports
+//! the layers below it (layers named together import neither each other),
+//! and the files of a layer import each other in one direction;
+//! `tests/layering.rs` reads this sentence and enforces both. See
+//! `docs/architecture.md`.
 
 pub mod accel;
 pub mod bdev;

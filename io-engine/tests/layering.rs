@@ -10,7 +10,8 @@
 //! import of `LAYER`; within a layer, `use super::`, `use self::` and
 //! `use crate::` paths are resolved through the facades' `pub use` lines
 //! to the file that defines the item, and those file-to-file edges must
-//! form no cycle. Files that only tests compile (`#[cfg(test)] mod x;`, a
+//! form no cycle; and every `mod.rs` is a facade (`mod` and `use` lines
+//! under its doc comment). Files that only tests compile (`#[cfg(test)] mod x;`, a
 //! `tests.rs`, a trailing `#[cfg(test)] mod tests { .. }`) are left out.
 //!
 //! `cargo test -p io-engine --test layering -- --nocapture import_table`
@@ -756,6 +757,37 @@ fn no_cycle_between_the_files_of_a_layer() {
         found.is_empty(),
         "files of one layer that import each other in a cycle:\n{}",
         found.join("\n")
+    );
+}
+
+#[test]
+fn every_mod_rs_is_a_facade() {
+    // A folder's mod.rs says what the folder is for and what it exports;
+    // the types and functions live in files named after them.
+    let mut wrong = Vec::new();
+    for s in sources().iter().filter(|s| s.rel.ends_with("mod.rs")) {
+        let mut depth = 0usize;
+        for line in s.code.lines() {
+            let t = line.trim();
+            let top = depth == 0;
+            depth = (depth + t.matches('{').count()).saturating_sub(t.matches('}').count());
+            if !top || t.is_empty() || t.starts_with("#[") || t.starts_with('}') {
+                continue;
+            }
+            let t = t
+                .strip_prefix("pub(crate) ")
+                .or_else(|| t.strip_prefix("pub(super) "))
+                .or_else(|| t.strip_prefix("pub "))
+                .unwrap_or(t);
+            if !(t.starts_with("mod ") || t.starts_with("use ")) {
+                wrong.push(format!("{}: {}", s.rel, line.trim()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "mod.rs files that define things:\n{}",
+        wrong.join("\n")
     );
 }
 

@@ -10,8 +10,14 @@
 //! means ([`PerfRequest`]), and one reading of every counter
 //! ([`Engine::snapshot`]) that the stats service and the metrics share.
 
+mod build_info;
 mod destroy_error;
+// The type is named after its folder, as every type is after its file.
 mod device_snapshot;
+#[allow(clippy::module_inception)]
+mod engine;
+mod engine_config;
+mod engine_error;
 mod perf_request;
 mod snapshot;
 
@@ -20,233 +26,12 @@ pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 
+pub use build_info::{BUILD, BuildInfo};
 pub use destroy_error::DestroyError;
 pub use device_snapshot::DeviceSnapshot;
+pub use engine::Engine;
+pub use engine_config::EngineConfig;
+pub use engine_error::EngineError;
 pub use perf_request::PerfRequest;
 pub use snapshot::Snapshot;
 pub(crate) use snapshot::guarded;
-
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use crate::accel::{Accel, AccelError, Assignment, Module};
-use crate::bdev::{BdevError, BdevRegistry, IoPoolConfig};
-use crate::env::cores::CoreSet;
-use crate::export::nbd::{Dispatch, NbdCounters};
-use crate::export::{ExportError, Exports, Protocol, RELEASE_WAIT, ShareInfo};
-use crate::reactor::{PollMode, ReactorError, Reactors};
-
-/// What the engine was built from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BuildInfo {
-    /// Package version.
-    pub version: &'static str,
-    /// Git revision, or "unknown".
-    pub revision: &'static str,
-}
-
-/// This build.
-pub const BUILD: BuildInfo = BuildInfo {
-    version: env!("CARGO_PKG_VERSION"),
-    revision: env!("IO_ENGINE_GIT_REVISION"),
-};
-
-/// How to start an engine.
-#[derive(Debug, Clone)]
-pub struct EngineConfig {
-    /// CPUs to run reactors on.
-    pub cores: CoreSet,
-    /// How idle reactors wait.
-    pub poll_mode: PollMode,
-    /// IO objects in the shared pool.
-    pub io_pool_size: usize,
-    /// IO objects cached per core (0: no cache).
-    pub io_pool_cache: usize,
-    /// NBD connections per export beyond which clients are refused (0: no
-    /// limit).
-    pub nbd_max_per_export: usize,
-    /// Accel offload modules, best first (the software module is always
-    /// added after them).
-    pub accel_modules: Vec<Arc<dyn Module>>,
-    /// Opcode assignments that override the default (best module).
-    pub accel_assign: Vec<Assignment>,
-}
-
-/// Errors starting an engine.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    /// The reactors could not start.
-    #[error(transparent)]
-    Reactor(#[from] ReactorError),
-    /// The registry (its IO pool) could not be built.
-    #[error(transparent)]
-    Bdev(#[from] BdevError),
-    /// The accel assignment names a module that is missing or unfit.
-    #[error(transparent)]
-    Accel(#[from] AccelError),
-}
-
-/// A running engine.
-pub struct Engine {
-    config: EngineConfig,
-    reactors: Reactors,
-    registry: Arc<BdevRegistry>,
-    accel: Arc<Accel>,
-    exports: Arc<Exports>,
-    nbd: Arc<NbdCounters>,
-    nbd_addr: std::sync::OnceLock<String>,
-    started: Instant,
-}
-
-impl Engine {
-    /// Starts the reactors and an empty registry.
-    pub fn start(config: EngineConfig) -> Result<Engine, EngineError> {
-        let accel = Accel::new(config.accel_modules.clone(), &config.accel_assign)?;
-        let registry = Arc::new(BdevRegistry::with_accel(
-            IoPoolConfig {
-                size: config.io_pool_size,
-                cache: config.io_pool_cache,
-                cores: config.cores.len(),
-            },
-            accel.clone(),
-        )?);
-        let reactors = Reactors::start(&config.cores, config.poll_mode)?;
-        Ok(Engine {
-            exports: Exports::new(config.nbd_max_per_export),
-            nbd: Arc::new(NbdCounters::default()),
-            nbd_addr: std::sync::OnceLock::new(),
-            config,
-            reactors,
-            registry,
-            accel,
-            started: Instant::now(),
-        })
-    }
-
-    /// The configuration it was started with.
-    pub fn config(&self) -> &EngineConfig {
-        &self.config
-    }
-
-    /// The reactors.
-    pub fn reactors(&self) -> &Reactors {
-        &self.reactors
-    }
-
-    /// The accel framework.
-    pub fn accel(&self) -> &Arc<Accel> {
-        &self.accel
-    }
-
-    /// The devices.
-    pub fn registry(&self) -> &Arc<BdevRegistry> {
-        &self.registry
-    }
-
-    /// Destroys device `name`, unless it is shared: its clients come first.
-    /// Blocks while a large device's memory is unmapped.
-    pub fn destroy_bdev(&self, name: &str) -> Result<(), DestroyError> {
-        self.exports
-            .ensure_unshared(name)
-            .map_err(DestroyError::Shared)?;
-        Ok(self.registry.destroy(name)?)
-    }
-
-    /// Every counter the engine keeps, read now (see [`Snapshot`]).
-    pub fn snapshot(&self) -> Snapshot {
-        Snapshot::take(self)
-    }
-
-    /// The export registry.
-    pub fn exports(&self) -> &Arc<Exports> {
-        &self.exports
-    }
-
-    /// Shares device `name` over `protocol`.
-    pub fn share(
-        &self,
-        name: &str,
-        protocol: Protocol,
-        read_only: bool,
-    ) -> Result<ShareInfo, ExportError> {
-        self.exports
-            .share(&self.registry, name, protocol, read_only)
-    }
-
-    /// Stops sharing device `name`. Returns once its connections have let
-    /// the device go (so that a destroy then finds it closed), or after
-    /// [`RELEASE_WAIT`] if a client holds it longer (an NBD client in the
-    /// middle of sending a WRITE it may still finish).
-    pub async fn unshare(&self, name: &str) -> Result<(), ExportError> {
-        let release = self.exports.unshare(name)?;
-        // A message wakes every reactor (an idle one may sleep), and its
-        // connections notice in the round it runs.
-        for core in 0..self.reactors.len() {
-            let _ = self.reactors.run_on(core, || ()).await;
-        }
-        if let Err(e) = tokio::task::spawn_blocking(move || release.wait(RELEASE_WAIT)).await {
-            tracing::warn!("unshare {name}: {e}");
-        }
-        Ok(())
-    }
-
-    /// Refuses to destroy device `name` while it is shared.
-    pub fn ensure_unshared(&self, name: &str) -> Result<(), ExportError> {
-        self.exports.ensure_unshared(name)
-    }
-
-    /// Records where the NBD server listens (for share URIs).
-    pub fn set_nbd_address(&self, addr: String) {
-        let _ = self.nbd_addr.set(addr);
-    }
-
-    /// The URI clients use for export `name`, once the NBD server listens.
-    pub fn nbd_uri(&self, name: &str) -> String {
-        match self.nbd_addr.get() {
-            Some(a) => Protocol::Nbd.uri(a, name),
-            None => String::new(),
-        }
-    }
-
-    /// The NBD server's counters.
-    pub fn nbd_counters(&self) -> &Arc<NbdCounters> {
-        &self.nbd
-    }
-
-    /// Time since start.
-    pub fn uptime(&self) -> Duration {
-        self.started.elapsed()
-    }
-
-    /// Zeroes the IO counters of device `name`, or of every device. Each
-    /// reactor zeroes its own counters (a message to each), then the
-    /// calling thread those of the threads without a core.
-    pub async fn reset_io_stats(&self, name: Option<String>) -> Result<(), BdevError> {
-        let reset = self.registry.stats_reset(name.as_deref())?;
-        for core in 0..self.reactors.len() {
-            let r = reset.clone();
-            if let Err(e) = self.reactors.run_on(core, move || r.reset_local()).await {
-                // Only while the reactors stop: nothing left to reset there.
-                tracing::warn!("reset of IO counters on reactor {core}: {e}");
-            }
-        }
-        reset.reset_local();
-        Ok(())
-    }
-
-    /// Stops the reactors. Callers drain their workloads first.
-    pub fn stop(self) {
-        self.reactors.stop();
-    }
-}
-
-impl Dispatch for Engine {
-    fn cores(&self) -> usize {
-        self.reactors.len()
-    }
-
-    fn run_on(&self, core: usize, f: Box<dyn FnOnce() + Send>) {
-        // The reply is not awaited: the connection reports for itself.
-        drop(self.reactors.run_on(core, f));
-    }
-}

@@ -45,9 +45,16 @@ pub struct Snapshot {
     pub accel_engine: Option<Vec<(&'static str, &'static str, u64)>>,
 }
 
+impl Engine {
+    /// Every counter the engine keeps, read now (see [`Snapshot`]).
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::take(self)
+    }
+}
+
 impl Snapshot {
     /// Reads `engine`'s counters now.
-    pub(super) fn take(engine: &Engine) -> Snapshot {
+    fn take(engine: &Engine) -> Snapshot {
         let registry = engine.registry();
         let devices = guarded("device list", || registry.list()).map(|list| {
             list.into_iter()

@@ -27,7 +27,13 @@ fn a_shared_device_is_not_destroyed_until_unshared() {
     );
     assert!(engine.registry().get("n0").is_some(), "still there");
     // No connection holds it: the release is immediate.
-    assert!(engine.exports().unshare("n0").unwrap().wait(std::time::Duration::ZERO));
+    assert!(
+        engine
+            .exports()
+            .unshare("n0")
+            .unwrap()
+            .wait(std::time::Duration::ZERO)
+    );
     engine.destroy_bdev("n0").unwrap();
     assert!(engine.registry().get("n0").is_none());
     assert!(matches!(

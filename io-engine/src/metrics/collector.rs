@@ -509,3 +509,8 @@ pub(super) fn encode(families: &[MetricFamily]) -> String {
     }
     out
 }
+
+/// One scrape of `engine`, in the text format: what `GET /metrics` answers.
+pub fn render(engine: &Engine) -> String {
+    Exporter::new(EngineCollector::fixed(engine.snapshot())).render()
+}

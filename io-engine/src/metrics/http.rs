@@ -17,7 +17,6 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use super::CONTENT_TYPE;
 use super::collector::{EngineCollector, Exporter};
 use crate::engine::Engine;
 
@@ -32,8 +31,18 @@ pub(super) const SHUTDOWN_GRACE: Duration = if cfg!(test) {
 
 const INDEX: &str = "io-engine Prometheus exporter\n\nMetrics: /metrics\n";
 
-/// See [`super::serve`].
-pub(super) async fn serve(
+/// The `Content-Type` of `GET /metrics`: Prometheus text format 0.0.4.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Serves the endpoint on `listener` until `shutdown` completes:
+/// `GET /metrics` (the metrics, [`CONTENT_TYPE`]), `GET /` (a page pointing
+/// there), 404 for any other path.
+///
+/// On shutdown it stops accepting, lets open connections finish (for at most
+/// a few seconds) and returns. The engine is read through a weak reference:
+/// once `serve` has returned, the exporter keeps no `Arc<Engine>` alive, so
+/// the daemon can unwrap its own to stop the engine.
+pub async fn serve(
     listener: tokio::net::TcpListener,
     engine: Arc<Engine>,
     shutdown: impl Future<Output = ()> + Send + 'static,

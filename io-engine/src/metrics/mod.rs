@@ -26,31 +26,5 @@ mod http;
 #[cfg(test)]
 mod tests;
 
-use std::future::Future;
-use std::sync::Arc;
-
-use crate::engine::Engine;
-
-/// The `Content-Type` of `GET /metrics`: Prometheus text format 0.0.4.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// One scrape of `engine`, in the text format: what `GET /metrics` answers.
-pub fn render(engine: &Engine) -> String {
-    collector::Exporter::new(collector::EngineCollector::fixed(engine.snapshot())).render()
-}
-
-/// Serves the endpoint on `listener` until `shutdown` completes:
-/// `GET /metrics` (the metrics, [`CONTENT_TYPE`]), `GET /` (a page pointing
-/// there), 404 for any other path.
-///
-/// On shutdown it stops accepting, lets open connections finish (for at most
-/// a few seconds) and returns. The engine is read through a weak reference:
-/// once `serve` has returned, the exporter keeps no `Arc<Engine>` alive, so
-/// the daemon can unwrap its own to stop the engine.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    engine: Arc<Engine>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    http::serve(listener, engine, shutdown).await
-}
+pub use collector::render;
+pub use http::{CONTENT_TYPE, serve};

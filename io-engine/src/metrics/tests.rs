@@ -15,6 +15,7 @@ use super::collector::{self, DEFS, Kind};
 use super::*;
 use crate::bdev::latency_bucket_bounds_ns;
 use crate::bdev::{BdevInfo, IoRequest, IoStats, IoType, LATENCY_BUCKETS, OpStats};
+use crate::engine::Engine;
 use crate::engine::testing::start_engine;
 use crate::engine::{BUILD, DeviceSnapshot, Snapshot, guarded};
 use crate::pool::{BufPool, CoreStats, PoolConfig, PoolStats};

@@ -1,0 +1,31 @@
+//! How to start an engine: its cores, poll mode, IO pool and accel
+//! modules.
+//!
+//! Thread: any; plain data, read once by [`super::Engine::start`].
+
+use std::sync::Arc;
+
+use crate::accel::{Assignment, Module};
+use crate::env::cores::CoreSet;
+use crate::reactor::PollMode;
+
+/// How to start an engine.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// CPUs to run reactors on.
+    pub cores: CoreSet,
+    /// How idle reactors wait.
+    pub poll_mode: PollMode,
+    /// IO objects in the shared pool.
+    pub io_pool_size: usize,
+    /// IO objects cached per core (0: no cache).
+    pub io_pool_cache: usize,
+    /// NBD connections per export beyond which clients are refused (0: no
+    /// limit).
+    pub nbd_max_per_export: usize,
+    /// Accel offload modules, best first (the software module is always
+    /// added after them).
+    pub accel_modules: Vec<Arc<dyn Module>>,
+    /// Opcode assignments that override the default (best module).
+    pub accel_assign: Vec<Assignment>,
+}
