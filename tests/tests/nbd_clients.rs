@@ -5,6 +5,7 @@
 use std::process::Command;
 use std::time::Duration;
 
+use io_engine::env::xorshift::XorShift;
 use io_engine_tests::daemon::Daemon;
 use io_engine_tests::output_with_timeout;
 
@@ -126,15 +127,9 @@ fn nbdcopy_256_mib_round_trip_and_qemu_img_compare() {
     let dir = std::env::temp_dir().join(format!("io-engine-nbdcopy-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (src, back) = (dir.join("src.img"), dir.join("back.img"));
-    // 256 MiB of pseudo-random data (a fixed xorshift stream: reproducible).
+    // 256 MiB of pseudo-random data (a fixed xorshift* stream: reproducible).
     let mut data = vec![0u8; 256 << 20];
-    let mut x = 0x0123_4567_89ab_cdefu64;
-    for w in data.chunks_exact_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        w.copy_from_slice(&x.to_le_bytes());
-    }
+    XorShift::new(0x0123_4567_89ab_cdef).fill(&mut data);
     std::fs::write(&src, &data).unwrap();
     let src_s = src.display().to_string();
     let back_s = back.display().to_string();

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use io_engine::env::xorshift::XorShift;
 use io_engine_api::v1 as pb;
 use io_engine_tests::daemon::Daemon;
 
@@ -105,11 +106,9 @@ fn four_verifying_clients_and_random_drops_for_a_minute() {
     let churn = {
         let (stop, dropped) = (stop.clone(), dropped.clone());
         std::thread::spawn(move || {
-            let mut seed = 0x1234_5678u64;
+            let mut rng = XorShift::new(0x1234_5678);
             while !stop.load(Ordering::Relaxed) {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
+                let seed = rng.next_u64();
                 hit_and_run(addr, "soak", 1 + seed % 32, seed).expect("a dropping client");
                 dropped.fetch_add(1, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(10 + seed % 90));

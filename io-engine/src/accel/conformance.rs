@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::{Accel, AccelChannel, AccelError, Completion, IoVec, Opcode, Placement, Queue, Status};
 use crate::env::dma::DmaRegion;
+use crate::env::xorshift::XorShift;
 
 /// Sizes every opcode is checked at: 1 byte to 4 MiB, odd ones included.
 pub const SIZES: &[usize] = &[
@@ -96,14 +97,10 @@ impl Arena {
 /// Fills `len` bytes at `p` with a pattern drawn from `seed` (callers in
 /// this crate pass pieces of memory they own of at least `len` bytes).
 pub(crate) fn scribble(p: *mut u8, len: usize, seed: u64) {
-    let mut x = seed | 1;
-    for i in 0..len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        // SAFETY: callers pass arena pieces of at least `len` bytes.
-        unsafe { p.add(i).write(x as u8) };
-    }
+    // SAFETY: callers pass arena pieces of at least `len` bytes that no
+    // task uses while they are written.
+    let piece = unsafe { std::slice::from_raw_parts_mut(p, len) };
+    XorShift::new(seed).fill(piece);
 }
 
 fn bytes<'a>(p: *const u8, len: usize) -> &'a [u8] {

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::env::core_slot;
+use crate::env::xorshift::XorShift;
 use std::collections::HashSet;
 use std::sync::{Arc, mpsc};
 
@@ -209,13 +210,10 @@ fn stress_many_threads_pass_objects_around() {
             let next = txs[(t + 1) % THREADS].clone();
             std::thread::spawn(move || {
                 let _slot = core_slot::claim().unwrap();
-                let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ t as u64;
+                let mut rng = XorShift::new(0x9e37_79b9_7f4a_7c15 ^ t as u64);
                 let mut held = Vec::new();
                 for _ in 0..rounds {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    match rng % 4 {
+                    match rng.below(4) {
                         0 | 1 => {
                             if let Some(mut o) = p.get() {
                                 // The object holds its own index: a handed-out

@@ -12,6 +12,7 @@ use std::time::Instant;
 use io_engine::accel::software::kernels::crc32c_update;
 use io_engine::accel::{Accel, AccelError, Batch, Completion, IoVec, Opcode, Queue, Status};
 use io_engine::env::dma::DmaRegion;
+use io_engine::env::xorshift::XorShift;
 use io_engine::reactor::yield_now;
 
 /// The workloads, as `-w` names them.
@@ -222,15 +223,10 @@ pub async fn run(accel: Arc<Accel>, cfg: Config, stop: Arc<AtomicBool>) -> Resul
 }
 
 fn scribble(p: *mut u8, len: usize, seed: u64) {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    for i in 0..len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        // SAFETY: callers pass a buffer of the worker's region of `len`
-        // bytes that no task uses yet.
-        unsafe { p.add(i).write(x as u8) };
-    }
+    // SAFETY: callers pass a buffer of the worker's region of `len` bytes
+    // that no task uses yet.
+    let buf = unsafe { std::slice::from_raw_parts_mut(p, len) };
+    XorShift::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)).fill(buf);
 }
 
 fn bytes<'a>(p: *const u8, len: usize) -> &'a [u8] {
