@@ -284,7 +284,7 @@ impl AccelChannel {
     /// Hands stage `no` to its module in one call and files what the
     /// module finished in it. The stage stays parked, held, until its
     /// module has reported every task.
-    #[inline]
+    #[inline(always)]
     fn hand_over(&self, state: &mut State, no: usize) {
         let State {
             chans,
@@ -335,7 +335,7 @@ impl AccelChannel {
     /// Files what a module reported as records in the submitters' queues,
     /// counts it, and makes stages whose every task is reported idle: the
     /// one place a finished task is handled.
-    #[inline]
+    #[inline(always)]
     fn file(&self, state: &mut State) {
         let State {
             stages,
