@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::bdev::{BdevDesc, IoChannel, IoCompletion, IoDone, IoRequest, IoType};
 use crate::env::tsc;
+use crate::env::xorshift::XorShift;
 use crate::pool::{BufPool, IoBuf};
 
 /// The IO pattern.
@@ -102,7 +103,7 @@ pub(super) struct Job {
     spec: JobSpec,
 
     units: u64,
-    rng: Cell<u64>,
+    rng: Cell<XorShift>,
     seq_next: Cell<u64>,
     end_tsc: Cell<u64>,
     start_tsc: Cell<u64>,
@@ -158,7 +159,7 @@ impl Job {
         let job = Rc::new(Job {
             ch,
             units,
-            rng: Cell::new(spec.seed | 1),
+            rng: Cell::new(XorShift::new(spec.seed)),
             seq_next: Cell::new(0),
             end_tsc: Cell::new(0),
             start_tsc: Cell::new(0),
@@ -200,21 +201,13 @@ impl Job {
         Ok(rx)
     }
 
-    #[inline(always)]
-    fn rand(&self) -> u64 {
-        // xorshift64*: good enough for offsets, a few cycles.
-        let mut x = self.rng.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng.set(x);
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
     /// A uniformly random value below `n` (Lemire's multiply-shift).
     #[inline(always)]
     fn below(&self, n: u64) -> u64 {
-        ((self.rand() as u128 * n as u128) >> 64) as u64
+        let mut r = self.rng.get();
+        let x = r.below(n);
+        self.rng.set(r);
+        x
     }
 
     /// Submits the next IO of the workload for queue slot `slot`.
