@@ -31,12 +31,12 @@ pub struct PerfRequest {
 }
 
 impl PerfRequest {
-    /// Bytes per IO when unset.
-    pub const DEFAULT_IO_SIZE: u64 = 4096;
+    /// Bytes per IO when unset (the one default bdev-perf uses too).
+    pub const DEFAULT_IO_SIZE: u64 = PerfSpec::DEFAULT_IO_SIZE;
     /// IOs in flight per core and device when unset.
-    pub const DEFAULT_QUEUE_DEPTH: u32 = 32;
+    pub const DEFAULT_QUEUE_DEPTH: u32 = PerfSpec::DEFAULT_QUEUE_DEPTH;
     /// Reads in percent (`randrw`) when unset.
-    pub const DEFAULT_READ_PERCENT: u32 = 50;
+    pub const DEFAULT_READ_PERCENT: u32 = PerfSpec::DEFAULT_READ_PERCENT;
 
     /// The run, defaults filled in; an unknown workload is
     /// [`PerfError::Invalid`]. The rest is checked by `perf::start`.

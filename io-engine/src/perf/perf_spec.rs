@@ -27,3 +27,13 @@ pub struct PerfSpec {
     /// Run time.
     pub seconds: f64,
 }
+
+impl PerfSpec {
+    /// Bytes per IO when a caller leaves it unset (bdev-perf's `-o`, the
+    /// perf service's `io_size`).
+    pub const DEFAULT_IO_SIZE: u64 = 4096;
+    /// IOs in flight per core and device when unset.
+    pub const DEFAULT_QUEUE_DEPTH: u32 = 32;
+    /// Reads in percent (`randrw`) when unset.
+    pub const DEFAULT_READ_PERCENT: u32 = 50;
+}

@@ -53,17 +53,20 @@ impl Prefetch {
     /// The strategy for this process: `IO_ENGINE_ACCEL_PREFETCH` when set
     /// (an unknown value is logged and ignored), else [`Prefetch::for_cpu`].
     pub fn for_this_process() -> Prefetch {
-        let cpu = CpuKind::this();
-        let chosen = Prefetch::for_cpu(cpu);
-        match std::env::var(PREFETCH_ENV) {
-            Ok(v) => match v.parse() {
-                Ok(p) => p,
-                Err(e) => {
-                    tracing::warn!("{PREFETCH_ENV}: {e}; using {chosen} prefetch for {cpu}");
-                    chosen
-                }
-            },
-            Err(_) => chosen,
+        Prefetch::chosen(std::env::var(PREFETCH_ENV).ok().as_deref(), CpuKind::this())
+    }
+
+    /// The override `value` if it names a strategy, else the one for `cpu`
+    /// (an unknown value is logged).
+    fn chosen(value: Option<&str>, cpu: CpuKind) -> Prefetch {
+        let by_cpu = Prefetch::for_cpu(cpu);
+        match value.map(str::parse::<Prefetch>) {
+            Some(Ok(p)) => p,
+            Some(Err(e)) => {
+                tracing::warn!("{PREFETCH_ENV}: {e}; using {by_cpu} prefetch for {cpu}");
+                by_cpu
+            }
+            None => by_cpu,
         }
     }
 }

@@ -37,13 +37,13 @@ struct Args {
     core_list: Option<String>,
 
     /// IOs in flight per core and device.
-    #[arg(short = 'q', long = "queue-depth", default_value_t = 32,
+    #[arg(short = 'q', long = "queue-depth", default_value_t = PerfSpec::DEFAULT_QUEUE_DEPTH,
           value_parser = clap::value_parser!(u32).range(1..=65536))]
     queue_depth: u32,
 
     /// IO size in bytes (suffixes k, m accepted: 4k), a multiple of the
     /// devices' block size.
-    #[arg(short = 'o', long = "io-size", default_value = "4096", value_parser = parse_size)]
+    #[arg(short = 'o', long = "io-size", default_value_t = PerfSpec::DEFAULT_IO_SIZE, value_parser = parse_size)]
     io_size: u64,
 
     /// IO pattern.
@@ -51,7 +51,7 @@ struct Args {
     workload: Workload,
 
     /// Percentage of reads for randrw.
-    #[arg(short = 'M', long = "rw-mix-read", default_value_t = 50,
+    #[arg(short = 'M', long = "rw-mix-read", default_value_t = PerfSpec::DEFAULT_READ_PERCENT,
           value_parser = clap::value_parser!(u32).range(0..=100))]
     read_percent: u32,
 
