@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::attachment::ShareState;
+use super::release::Release;
+use super::share_state::ShareState;
 use super::{Attachment, ExportError, Protocol, Share, ShareInfo};
 use crate::bdev::BdevRegistry;
 
@@ -33,29 +34,6 @@ struct Entry {
 pub struct Exports {
     entries: Mutex<BTreeMap<String, Entry>>,
     max_per_export: usize,
-}
-
-/// An unshare under way: the share is gone from the table and its
-/// connections are letting the device go.
-pub struct Release {
-    name: String,
-    state: Arc<ShareState>,
-}
-
-impl Release {
-    /// Waits until every connection has let the device go, or `bound` has
-    /// passed; returns whether they all have.
-    pub fn wait(&self, bound: Duration) -> bool {
-        let released = self.state.wait_released(bound);
-        if !released {
-            tracing::warn!(
-                export = self.name,
-                connections = self.state.connections(),
-                "unshare: connections still hold the device"
-            );
-        }
-        released
-    }
 }
 
 impl Exports {

@@ -14,12 +14,15 @@ mod export_error;
 mod exports;
 pub mod nbd;
 mod protocol;
+mod release;
 mod share;
 mod share_info;
+mod share_state;
 
 pub use attachment::Attachment;
 pub use export_error::ExportError;
-pub use exports::{Exports, RELEASE_WAIT, Release};
+pub use exports::{Exports, RELEASE_WAIT};
 pub use protocol::Protocol;
+pub use release::Release;
 pub use share::Share;
 pub use share_info::ShareInfo;
