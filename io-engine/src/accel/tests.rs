@@ -478,6 +478,31 @@ fn a_module_that_holds_its_tasks_reports_them_from_its_poll() {
         }
         assert_eq!(out, [(100 + round, Completion::SUCCESS)]);
     }
+    // Singles held at once (each parks its stage and the next one builds
+    // in another), and a single the module refuses at submission.
+    for (i, len) in [64, 64, 13, 64].into_iter().enumerate() {
+        // SAFETY: as above.
+        unsafe { q.copy(d(11 + i), src.as_ptr(), len, 200 + i as u64) }.unwrap();
+    }
+    assert_eq!(q.in_flight(), 4);
+    out.clear();
+    while out.len() < 4 {
+        q.reap(&mut out);
+    }
+    out.sort_unstable_by_key(|r| r.0);
+    let statuses: Vec<(u64, Status)> = out.iter().map(|r| (r.0, r.1.status)).collect();
+    assert_eq!(
+        statuses,
+        [
+            (200, Status::Success),
+            (201, Status::Success),
+            (202, Status::EngineError),
+            (203, Status::Success)
+        ]
+    );
+    for k in [11, 12, 14] {
+        assert!(dst[k * 64..k * 64 + 64].iter().all(|&x| x == 6), "copy {k}");
+    }
 }
 
 #[test]

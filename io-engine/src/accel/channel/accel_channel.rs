@@ -43,12 +43,27 @@ pub struct AccelChannel {
 }
 
 struct State {
-    chans: Vec<Option<Box<dyn ModuleChannel>>>,
-    /// Every stage, by number: idle, or held by a module. A stage out in
-    /// a batch leaves an empty placeholder here.
+    /// Every stage, by number: idle, or held by a module. A stage out of
+    /// the table (in a batch being built, or the singles' stage) leaves an
+    /// empty placeholder here.
     stages: Vec<Stage>,
-    /// Numbers of the idle stages.
+    /// Numbers of the idle stages in the table.
     idle: Vec<usize>,
+    /// The stage single tasks are built in, out of the table: a single
+    /// task goes to its module in it, and is filed at once when the module
+    /// executed it; when the module holds the task, the stage is parked in
+    /// the table until it is reported, and another idle stage takes its
+    /// place here.
+    solo: Stage,
+    /// Spare lists of stages for batches.
+    spare_lists: Vec<Vec<Stage>>,
+    ledger: Ledger,
+}
+
+/// What handing a stage over touches besides the stage itself: the
+/// modules' channels, what they report and the submitters' queues.
+struct Ledger {
+    chans: Vec<Option<Box<dyn ModuleChannel>>>,
     /// Tasks modules hold (handed over, not yet reported).
     in_modules: usize,
     /// What a module just reported; filed into queues at once.
@@ -56,8 +71,6 @@ struct State {
     queues: Vec<QueueState>,
     /// Closed queues with nothing in flight, to reuse.
     free_queues: Vec<u16>,
-    /// Spare lists of stages for batches.
-    spare_lists: Vec<Vec<Stage>>,
 }
 
 impl AccelChannel {
@@ -89,14 +102,18 @@ impl AccelChannel {
             capacity: tasks,
             outstanding: Cell::new(0),
             state: RefCell::new(State {
-                chans,
-                stages: Vec::new(),
+                // Stage 0 starts as the singles' stage.
+                stages: vec![Stage::default()],
                 idle: Vec::new(),
-                in_modules: 0,
-                reported: Vec::with_capacity(tasks),
-                queues: Vec::new(),
-                free_queues: Vec::new(),
+                solo: Stage::new(0),
                 spare_lists: Vec::new(),
+                ledger: Ledger {
+                    chans,
+                    in_modules: 0,
+                    reported: Vec::with_capacity(tasks),
+                    queues: Vec::new(),
+                    free_queues: Vec::new(),
+                },
             }),
         }
     }
@@ -105,7 +122,7 @@ impl AccelChannel {
     /// and returns its number; [`AccelChannel::queue`] wraps it.
     pub(super) fn open_queue(&self) -> u16 {
         let mut state = self.state.borrow_mut();
-        let state = &mut *state;
+        let state = &mut state.ledger;
         match state.free_queues.pop() {
             Some(id) => {
                 state.queues[id as usize].open = true;
@@ -204,8 +221,8 @@ impl AccelChannel {
         self.outstanding.set(self.outstanding.get() - n);
     }
 
-    /// Submits one task at once: a stage of one, built in an idle stage in
-    /// place.
+    /// Submits one task at once: a stage of one, built in place in the
+    /// singles' stage.
     #[inline]
     pub(super) fn single(
         &self,
@@ -217,24 +234,24 @@ impl AccelChannel {
     ) -> Result<(), AccelError> {
         let mut state = self.state.borrow_mut();
         let state = &mut *state;
-        let no = state.idle_stage();
-        let st = &mut state.stages[no];
-        if let Err(e) = st.push(self, op, len, tag, fill) {
-            state.idle.push(no);
-            return Err(e);
-        }
+        let st = &mut state.solo;
+        st.push(self, op, len, tag, fill)?;
         st.module = self.route(op);
         st.queue = queue;
-        self.hand_over(state, no);
+        if self.hand_over(st, &mut state.ledger) == Submission::Submitted {
+            // The module holds the task: the stage is parked until it
+            // reports it, and an idle one takes its place.
+            let fresh = state.take_idle();
+            let held = std::mem::replace(&mut state.solo, fresh);
+            self.park(state, held);
+        }
         Ok(())
     }
 
     /// An idle stage for a batch's tasks of `module` on `queue`, taken out
     /// of the table.
     pub(super) fn take_stage(&self, module: usize, queue: u16) -> Stage {
-        let mut state = self.state.borrow_mut();
-        let no = state.idle_stage();
-        let mut st = std::mem::take(&mut state.stages[no]);
+        let mut st = self.state.borrow_mut().take_idle();
         st.module = module;
         st.queue = queue;
         st
@@ -254,13 +271,11 @@ impl AccelChannel {
     pub(super) fn submit_stages(&self, mut list: Vec<Stage>) {
         let mut state = self.state.borrow_mut();
         let state = &mut *state;
-        for st in list.drain(..) {
-            let (no, len) = (st.no, st.len);
-            state.stages[no] = st;
-            if len == 0 {
-                state.idle.push(no);
+        for mut st in list.drain(..) {
+            if st.len == 0 || self.hand_over(&mut st, &mut state.ledger) == Submission::Executed {
+                state.put_idle(st);
             } else {
-                self.hand_over(state, no);
+                self.park(state, st);
             }
         }
         state.spare_lists.push(list);
@@ -274,79 +289,103 @@ impl AccelChannel {
         for mut st in list.drain(..) {
             self.give_back_tasks(st.len);
             st.clear();
-            let no = st.no;
-            state.stages[no] = st;
-            state.idle.push(no);
+            state.put_idle(st);
         }
         state.spare_lists.push(list);
     }
 
-    /// Hands stage `no` to its module in one call and files what the
-    /// module finished in it. The stage stays parked, held, until its
-    /// module has reported every task.
+    /// Hands stage `st` to its module in one call. A submission the
+    /// module executed is filed at once, by position, and the stage is
+    /// empty again; a stage the module holds tasks of must then be parked
+    /// ([`AccelChannel::park`]) before anything else is filed.
     #[inline(always)]
-    fn hand_over(&self, state: &mut State, no: usize) {
-        let State {
-            chans,
-            stages,
-            reported,
-            queues,
-            in_modules,
-            ..
-        } = &mut *state;
-        let st = &mut stages[no];
+    fn hand_over(&self, st: &mut Stage, l: &mut Ledger) -> Submission {
         let n = st.len;
-        st.held = n;
-        queues[st.queue as usize].in_flight += n;
-        let chan = chans[st.module]
+        let q = &mut l.queues[st.queue as usize];
+        q.in_flight += n;
+        let chan = l.chans[st.module]
             .as_mut()
             .expect("a routed module has a channel");
-        let how = chan.submit(&st.tasks[..n], first_id(no), reported);
+        let (tasks, tags) = (&st.tasks[..n], &st.tags[..n]);
+        let how = chan.submit(tasks, first_id(st.no), &mut l.reported);
         self.stats.batch(st.module);
         match how {
             Submission::Executed => {
-                debug_assert_eq!(
-                    reported.len(),
-                    n,
-                    "an executed submission reports every task"
-                )
+                let done = &l.reported;
+                debug_assert!(
+                    done.len() == n && done.iter().zip(first_id(st.no)..).all(|(r, id)| r.0 == id),
+                    "an executed submission reports every task, in order"
+                );
+                // The submitter is submitting through it: it is open.
+                debug_assert!(q.open);
+                let done = &done[..n];
+                if let ([t], [tag], [(_, c)]) = (tasks, tags, done) {
+                    // A single task: no run to tally.
+                    q.records.push((*tag, *c));
+                    Tally::one(&self.stats, st.module, t, c.status);
+                } else {
+                    let mut tally = Tally::new(&self.stats, st.module);
+                    for k in 0..n {
+                        file_one(&mut q.records, &mut tally, &tasks[k], tags[k], done[k].1);
+                    }
+                    tally.flush();
+                }
+                l.reported.clear();
+                st.clear();
             }
-            Submission::Submitted => *in_modules += n - reported.len(),
+            Submission::Submitted => {
+                st.held = n;
+                l.in_modules += n - l.reported.len();
+            }
         }
+        how
+    }
+
+    /// Parks stage `st`, whose module holds tasks of it, in the table
+    /// until they are reported, and files what the module reported at
+    /// submission.
+    fn park(&self, state: &mut State, st: Stage) {
+        let no = st.no;
+        state.stages[no] = st;
         self.file(state);
     }
 
     #[inline]
     fn poll_modules(&self, state: &mut State) -> usize {
-        if state.in_modules == 0 {
+        let l = &mut state.ledger;
+        if l.in_modules == 0 {
             return 0;
         }
-        for chan in state.chans.iter_mut().flatten() {
+        for chan in l.chans.iter_mut().flatten() {
             if chan.in_flight() > 0 {
-                chan.poll(&mut state.reported);
+                chan.poll(&mut l.reported);
             }
         }
-        let n = state.reported.len();
-        state.in_modules -= n;
+        let n = l.reported.len();
+        l.in_modules -= n;
         self.file(state);
         n
     }
 
-    /// Files what a module reported as records in the submitters' queues,
-    /// counts it, and makes stages whose every task is reported idle: the
-    /// one place a finished task is handled.
-    #[inline(always)]
+    /// Files what a module holding tasks reported as records in the
+    /// submitters' queues, counts it, and makes stages whose every task is
+    /// reported idle. (A submission the module executed at once is filed
+    /// by position in [`AccelChannel::hand_over`].)
+    #[inline]
     fn file(&self, state: &mut State) {
         let State {
             stages,
             idle,
-            reported,
-            queues,
-            free_queues,
+            ledger:
+                Ledger {
+                    reported,
+                    queues,
+                    free_queues,
+                    ..
+                },
             ..
         } = state;
-        // Reports come in runs of one stage (a whole submission, for a
-        // module that finishes at once).
+        // Reports come in runs of one stage.
         for run in reported.chunk_by(|a, b| stage_of(a.0) == stage_of(b.0)) {
             let no = stage_of(run[0].0);
             let st = &mut stages[no];
@@ -354,9 +393,7 @@ impl AccelChannel {
             let mut tally = Tally::new(&self.stats, st.module);
             for &(id, c) in run {
                 let i = index_of(id);
-                q.records.push((st.tags[i], c));
-                let t = &st.tasks[i];
-                tally.count(t.op, t.len, c.status);
+                file_one(&mut q.records, &mut tally, &st.tasks[i], st.tags[i], c);
             }
             tally.flush();
             st.held -= run.len();
@@ -384,7 +421,7 @@ impl AccelChannel {
         let mut state = self.state.borrow_mut();
         let state = &mut *state;
         self.poll_modules(state);
-        let q = &mut state.queues[id as usize];
+        let q = &mut state.ledger.queues[id as usize];
         let n = q.records.len();
         if n == 0 {
             return 0;
@@ -402,14 +439,14 @@ impl AccelChannel {
 
     /// Tasks submitted through queue `id` and not yet reaped.
     pub(super) fn queue_in_flight(&self, id: u16) -> usize {
-        self.state.borrow().queues[id as usize].in_flight
+        self.state.borrow().ledger.queues[id as usize].in_flight
     }
 
     /// Closes queue `id`: its records are forgotten, and it is reused once
     /// the modules have reported its tasks.
     pub(super) fn close(&self, id: u16) {
         let mut state = self.state.borrow_mut();
-        let state = &mut *state;
+        let state = &mut state.ledger;
         let q = &mut state.queues[id as usize];
         let n = q.records.len();
         q.records.clear();
@@ -422,21 +459,38 @@ impl AccelChannel {
     }
 }
 
+/// Files one finished task: its record in its queue, counted: the one
+/// place a finished task is handled.
+#[inline(always)]
+fn file_one(records: &mut Vec<Reaped>, tally: &mut Tally<'_>, t: &Task, tag: u64, c: Completion) {
+    records.push((tag, c));
+    tally.count(t.op, t.len, c.status);
+}
+
 impl State {
-    /// Takes an idle stage (a new one when none is); returns its number.
-    #[inline(always)]
-    fn idle_stage(&mut self) -> usize {
+    /// Takes an idle stage (a new one when none is) out of the table.
+    #[inline]
+    fn take_idle(&mut self) -> Stage {
         match self.idle.pop() {
-            Some(no) => no,
+            Some(no) => std::mem::take(&mut self.stages[no]),
             None => self.add_stage(),
         }
     }
 
     #[cold]
-    fn add_stage(&mut self) -> usize {
+    fn add_stage(&mut self) -> Stage {
         let no = self.stages.len();
-        self.stages.push(Stage::new(no));
-        no
+        self.stages.push(Stage::default());
+        Stage::new(no)
+    }
+
+    /// Puts an empty stage back in the table, idle.
+    #[inline]
+    fn put_idle(&mut self, st: Stage) {
+        debug_assert_eq!(st.len, 0);
+        let no = st.no;
+        self.stages[no] = st;
+        self.idle.push(no);
     }
 }
 

@@ -48,6 +48,7 @@ pub(super) struct Stage {
     pub(super) no: usize,
     /// Only grows; the first `len` are the stage's.
     pub(super) tasks: Vec<Task>,
+    /// The submitters' tags of `tasks`, by place; as long as `tasks`.
     pub(super) tags: Vec<u64>,
     pub(super) len: usize,
     /// Tasks handed to the module and not yet reported.
@@ -86,7 +87,7 @@ impl Stage {
     ) -> Result<(), AccelError> {
         ch.has_room()?;
         if self.len == self.tasks.len() {
-            self.tasks.push(Task::empty());
+            self.grow();
         }
         let t = &mut self.tasks[self.len];
         t.set(op, len);
@@ -94,16 +95,22 @@ impl Stage {
         if let Err(reason) = validate(t, ch.max_transfer(op)) {
             return Err(reason.into_error(op, ch.module_for(op)));
         }
-        self.tags.push(tag);
+        self.tags[self.len] = tag;
         self.len += 1;
         ch.take_tasks(1);
         Ok(())
+    }
+
+    /// Room for one more task (and its tag).
+    #[cold]
+    fn grow(&mut self) {
+        self.tasks.push(Task::empty());
+        self.tags.push(0);
     }
 
     /// Empty again, keeping its lists' room.
     #[inline]
     pub(super) fn clear(&mut self) {
         self.len = 0;
-        self.tags.clear();
     }
 }

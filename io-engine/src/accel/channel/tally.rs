@@ -4,7 +4,7 @@
 //! Thread: the channel's; a tally lives for one filing.
 
 use crate::accel::stats::ChannelStats;
-use crate::accel::{Opcode, Status};
+use crate::accel::{Opcode, Status, Task};
 
 /// Counts the finished tasks of one module: failures and miscompares one
 /// by one, successes in runs of one opcode (once per batch, for a batch of
@@ -28,6 +28,16 @@ impl<'a> Tally<'a> {
             op: Opcode::Copy,
             count: 0,
             bytes: 0,
+        }
+    }
+
+    /// Counts task `t` of `module`, finished alone.
+    #[inline(always)]
+    pub(super) fn one(stats: &ChannelStats, module: usize, t: &Task, status: Status) {
+        if status == Status::Success {
+            stats.succeeded(module, t.op, 1, t.len as u64);
+        } else {
+            stats.finished(module, t.op, status, t.len);
         }
     }
 
