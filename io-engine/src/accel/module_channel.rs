@@ -12,7 +12,8 @@ pub trait ModuleChannel {
     /// one hand-off to the engine. Task `k` of `tasks` is named
     /// `first + k` in what the module reports. The return value says how
     /// the submission went: [`Submission::Executed`] when every task
-    /// finished inside the call and is in `done` (the software module),
+    /// finished inside the call and is in `done`, in task order (the
+    /// software module),
     /// [`Submission::Submitted`] when the module holds the tasks it did
     /// not put in `done` and reports them from [`ModuleChannel::poll`]
     /// (I/OAT). `done` gets only tasks of this submission. The framework

@@ -8,7 +8,8 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum Submission {
-    /// Every task finished inside the call and was reported in `done`
+    /// Every task finished inside the call and was reported in `done`,
+    /// in task order
     /// (the software module): the module holds none of them.
     Executed,
     /// The module holds the tasks it did not report in `done` and
