@@ -9,8 +9,8 @@
 #[must_use]
 pub enum Submission {
     /// Every task finished inside the call and was reported in `done`,
-    /// in task order
-    /// (the software module): the module holds none of them.
+    /// in task order (the software module): the module holds none of
+    /// them.
     Executed,
     /// The module holds the tasks it did not report in `done` and
     /// reports them from its poll (an offload engine).
