@@ -6,7 +6,8 @@
 
 use crate::accel::Accel;
 use crate::bdev::{BdevError, BdevRegistry, IoPoolConfig};
-use crate::export::nbd::{Dispatch, NbdCounters};
+use crate::export::Dispatch;
+use crate::export::nbd::NbdCounters;
 use crate::export::{ExportError, Exports, Protocol, RELEASE_WAIT, ShareInfo};
 use crate::reactor::Reactors;
 use std::sync::Arc;

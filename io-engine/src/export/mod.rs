@@ -10,19 +10,25 @@
 //! module).
 
 mod attachment;
+mod dispatch;
 mod export_error;
 mod exports;
 pub mod nbd;
+mod output;
 mod protocol;
 mod release;
 mod share;
 mod share_info;
 mod share_state;
+mod stream;
 
 pub use attachment::Attachment;
+pub use dispatch::Dispatch;
 pub use export_error::ExportError;
 pub use exports::{Exports, RELEASE_WAIT};
+use output::Output;
 pub use protocol::Protocol;
 pub use release::Release;
 pub use share::Share;
 pub use share_info::ShareInfo;
+pub use stream::Stream;

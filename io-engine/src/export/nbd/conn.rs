@@ -31,15 +31,13 @@ use super::buffers::Buffers;
 use super::conn_error::ConnError;
 use super::handshake::{Handshake, HandshakeConfig, Outcome};
 use super::hold::{HOLD_BYTES, Hold};
-use super::output::Output;
 use super::phase::{Phase, Tx};
 use super::proto::*;
 use super::stats::{ExportCounters, NbdCounters};
-use super::stream::Stream;
 use super::transmission::{Command, Request, RequestParser, validate};
 use crate::bdev::{IoCompletion, IoDone, IoError, IoRequest, IoType};
 use crate::env::tsc;
-use crate::export::{Exports, Protocol};
+use crate::export::{Exports, Output, Protocol, Stream};
 use crate::reactor::{self, FdHandler, FdRegistration, Interest, Poll, PollerHandle, Readiness};
 
 /// Bytes read from the socket per read call.

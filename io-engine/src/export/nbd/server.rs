@@ -9,17 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use super::Connection;
 use super::stats::NbdCounters;
-use super::{Connection, Stream};
-use crate::export::Exports;
-
-/// Where connections go: the engine's reactors.
-pub trait Dispatch: Send + Sync {
-    /// Reactors to spread connections over.
-    fn cores(&self) -> usize;
-    /// Runs `f` on reactor `core`.
-    fn run_on(&self, core: usize, f: Box<dyn FnOnce() + Send>);
-}
+use crate::export::{Dispatch, Exports, Stream};
 
 /// What the accept loops share.
 pub struct NbdServer {

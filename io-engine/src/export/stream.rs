@@ -28,21 +28,21 @@ impl AsFd for Stream {
 impl Stream {
     /// One `writev`: the bytes of `bufs`, in order, as far as the socket
     /// takes them.
-    pub(super) fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+    pub(in crate::export) fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => (&*s).write_vectored(bufs),
             Stream::Unix(s) => (&*s).write_vectored(bufs),
         }
     }
 
-    pub(super) fn set_nonblocking(&self) -> io::Result<()> {
+    pub(in crate::export) fn set_nonblocking(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_nonblocking(true),
             Stream::Unix(s) => s.set_nonblocking(true),
         }
     }
 
-    pub(super) fn shutdown_write(&self) -> io::Result<()> {
+    pub(in crate::export) fn shutdown_write(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.shutdown(Shutdown::Write),
             Stream::Unix(s) => s.shutdown(Shutdown::Write),

@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 
-use super::stream::Stream;
+use super::Stream;
 use crate::pool::IoBuf;
 
 /// Most pieces given to one `writev` (well under `IOV_MAX`).
@@ -25,7 +25,7 @@ struct Data {
 /// The bytes waiting for the client, in order: `bytes` with the buffers of
 /// `data` spliced in at their positions. A buffer goes back to its pool
 /// once it has been sent whole.
-pub(super) struct Output {
+pub(in crate::export) struct Output {
     bytes: Vec<u8>,
     data: VecDeque<Data>,
     /// Bytes of `bytes` sent.
@@ -37,7 +37,7 @@ pub(super) struct Output {
 }
 
 impl Output {
-    pub(super) fn with_capacity(n: usize) -> Output {
+    pub(in crate::export) fn with_capacity(n: usize) -> Output {
         Output {
             bytes: Vec::with_capacity(n),
             data: VecDeque::new(),
@@ -49,13 +49,13 @@ impl Output {
 
     /// Where replies are encoded: appended after everything queued.
     #[inline]
-    pub(super) fn bytes(&mut self) -> &mut Vec<u8> {
+    pub(in crate::export) fn bytes(&mut self) -> &mut Vec<u8> {
         &mut self.bytes
     }
 
     /// Queues the first `len` bytes of `buf`, after everything queued.
     #[inline]
-    pub(super) fn push_data(&mut self, buf: IoBuf, len: usize) {
+    pub(in crate::export) fn push_data(&mut self, buf: IoBuf, len: usize) {
         debug_assert!(len <= buf.len());
         self.data_len += len;
         self.data.push_back(Data {
@@ -67,30 +67,30 @@ impl Output {
 
     /// Bytes not yet sent.
     #[inline]
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::export) fn len(&self) -> usize {
         self.bytes.len() - self.sent + self.data_len - self.data_sent
     }
 
     /// Whether everything is sent.
     #[inline]
-    pub(super) fn is_empty(&self) -> bool {
+    pub(in crate::export) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Whether a write stopped part way through what is queued.
     #[inline]
-    pub(super) fn started(&self) -> bool {
+    pub(in crate::export) fn started(&self) -> bool {
         self.sent > 0 || self.data_sent > 0
     }
 
     /// Whether it holds IO buffers.
     #[inline]
-    pub(super) fn holds_buffers(&self) -> bool {
+    pub(in crate::export) fn holds_buffers(&self) -> bool {
         !self.data.is_empty()
     }
 
     /// Drops everything (the client is gone); the buffers go back.
-    pub(super) fn clear(&mut self) {
+    pub(in crate::export) fn clear(&mut self) {
         self.bytes.clear();
         self.data.clear();
         self.sent = 0;
@@ -100,7 +100,7 @@ impl Output {
 
     /// One vectored write of as much as the socket takes; returns the
     /// bytes written.
-    pub(super) fn write_to(&mut self, sock: &Stream) -> io::Result<usize> {
+    pub(in crate::export) fn write_to(&mut self, sock: &Stream) -> io::Result<usize> {
         let mut iov: [IoSlice<'_>; MAX_IOVECS] = [IoSlice::new(&[]); MAX_IOVECS];
         let mut n = 0;
         let mut pos = self.sent;
