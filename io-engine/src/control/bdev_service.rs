@@ -32,7 +32,7 @@ impl BdevService {
         pb::Bdev {
             shared: share.is_some(),
             share_uri: share
-                .map(|_| self.engine.nbd_uri(&info.name))
+                .map(|s| self.engine.uri(s.protocol, &info.name))
                 .unwrap_or_default(),
             name: info.name,
             uuid: info.uuid.to_string(),

@@ -26,7 +26,7 @@ impl ExportService {
 
     fn message(&self, s: ShareInfo) -> pb::Export {
         pb::Export {
-            uri: self.engine.nbd_uri(&s.name),
+            uri: self.engine.uri(s.protocol, &s.name),
             bdev: s.name,
             protocol: s.protocol.as_str().into(),
             read_only: s.read_only,

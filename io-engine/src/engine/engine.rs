@@ -24,6 +24,7 @@ pub struct Engine {
     exports: Arc<Exports>,
     nbd: Arc<NbdCounters>,
     nbd_addr: std::sync::OnceLock<String>,
+    nvmf_addr: std::sync::OnceLock<String>,
     started: Instant,
 }
 
@@ -44,6 +45,7 @@ impl Engine {
             exports: Exports::new(config.nbd_max_per_export),
             nbd: Arc::new(NbdCounters::default()),
             nbd_addr: std::sync::OnceLock::new(),
+            nvmf_addr: std::sync::OnceLock::new(),
             config,
             reactors,
             registry,
@@ -119,17 +121,22 @@ impl Engine {
         self.exports.ensure_unshared(name)
     }
 
-    /// Records where the NBD server listens (for share URIs).
-    pub fn set_nbd_address(&self, addr: String) {
-        let _ = self.nbd_addr.set(addr);
+    /// Records where `protocol`'s server listens first (for share URIs).
+    pub fn set_address(&self, protocol: Protocol, addr: String) {
+        let _ = match protocol {
+            Protocol::Nbd => self.nbd_addr.set(addr),
+            Protocol::Nvmf => self.nvmf_addr.set(addr),
+        };
     }
 
-    /// The URI clients use for export `name`, once the NBD server listens.
-    pub fn nbd_uri(&self, name: &str) -> String {
-        match self.nbd_addr.get() {
-            Some(a) => Protocol::Nbd.uri(a, name),
-            None => String::new(),
-        }
+    /// The URI clients use for export `name` shared over `protocol`, once
+    /// its server listens.
+    pub fn uri(&self, protocol: Protocol, name: &str) -> String {
+        let addr = match protocol {
+            Protocol::Nbd => self.nbd_addr.get(),
+            Protocol::Nvmf => self.nvmf_addr.get(),
+        };
+        addr.map(|a| protocol.uri(a, name)).unwrap_or_default()
     }
 
     /// The NBD server's counters.

@@ -10,10 +10,12 @@
 //! module).
 
 mod attachment;
+mod buffers;
 mod dispatch;
 mod export_error;
 mod exports;
 pub mod nbd;
+pub mod nvmf;
 mod output;
 mod protocol;
 mod release;
@@ -23,6 +25,7 @@ mod share_state;
 mod stream;
 
 pub use attachment::Attachment;
+use buffers::Buffers;
 pub use dispatch::Dispatch;
 pub use export_error::ExportError;
 pub use exports::{Exports, RELEASE_WAIT};

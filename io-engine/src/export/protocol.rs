@@ -10,16 +10,19 @@
 pub enum Protocol {
     /// The Network Block Device protocol ([`super::nbd`]).
     Nbd,
+    /// NVMe over Fabrics on TCP ([`super::nvmf`]).
+    Nvmf,
 }
 
 impl Protocol {
     /// Every protocol this engine serves.
-    pub const ALL: [Protocol; 1] = [Protocol::Nbd];
+    pub const ALL: [Protocol; 2] = [Protocol::Nbd, Protocol::Nvmf];
 
-    /// The name in the API and the URI scheme (`nbd`).
+    /// The name in the API and the URI scheme (`nbd`, `nvmf`).
     pub const fn as_str(self) -> &'static str {
         match self {
             Protocol::Nbd => "nbd",
+            Protocol::Nvmf => "nvmf",
         }
     }
 
@@ -27,6 +30,7 @@ impl Protocol {
     pub const fn title(self) -> &'static str {
         match self {
             Protocol::Nbd => "NBD",
+            Protocol::Nvmf => "NVMe-oF/TCP",
         }
     }
 
@@ -41,9 +45,13 @@ impl Protocol {
     }
 
     /// The URI a client opens export `name` with, the server listening at
-    /// `addr` (`host:port`).
+    /// `addr` (`host:port`): NBD names the export, NVMe-oF its subsystem's
+    /// NQN (as Mayastor's URIs do).
     pub fn uri(self, addr: &str, name: &str) -> String {
-        format!("{}://{addr}/{name}", self.as_str())
+        match self {
+            Protocol::Nbd => format!("nbd://{addr}/{name}"),
+            Protocol::Nvmf => format!("nvmf://{addr}/{}", super::nvmf::nqn::nqn_of(name)),
+        }
     }
 }
 
@@ -62,6 +70,11 @@ mod tests {
         assert_eq!(Protocol::from_name(""), Some(Protocol::Nbd));
         assert_eq!(Protocol::from_name("NBD"), Some(Protocol::Nbd));
         assert_eq!(Protocol::from_name("iscsi"), None);
+        assert_eq!(Protocol::from_name("NVMF"), Some(Protocol::Nvmf));
+        assert_eq!(
+            Protocol::Nvmf.uri("127.0.0.1:4420", "m0"),
+            "nvmf://127.0.0.1:4420/nqn.2024-12.io.io-engine:m0"
+        );
         assert_eq!(
             Protocol::Nbd.uri("127.0.0.1:10809", "m0"),
             "nbd://127.0.0.1:10809/m0"

@@ -24,6 +24,7 @@ use io_engine::env::dma::register_mapper;
 use io_engine::export::Dispatch;
 use io_engine::export::Protocol;
 use io_engine::export::nbd::{Listener, NbdServer};
+use io_engine::export::nvmf;
 use io_engine::pool::DEFAULT_CACHE_SIZE;
 use io_engine::reactor::PollMode;
 use tokio::net::TcpListener;
@@ -109,11 +110,27 @@ struct Args {
     #[arg(long, env = "IO_ENGINE_NBD_SOCKET", value_name = "PATH")]
     nbd_socket: Option<std::path::PathBuf>,
 
-    /// Device to share over NBD at start, as NAME or NAME:ro (read-only);
-    /// repeat for more (in the environment variable, separate by commas).
+    /// NVMe/TCP listening address; repeat to listen on more (in the
+    /// environment variable, separate by commas).
+    #[arg(
+        long,
+        env = "IO_ENGINE_NVMF_ADDR",
+        default_value = "127.0.0.1:4420",
+        value_delimiter = ','
+    )]
+    nvmf_addr: Vec<SocketAddr>,
+
+    /// NVMe/TCP connections (queue pairs) allowed in total; more are
+    /// refused (0: no limit).
+    #[arg(long, env = "IO_ENGINE_NVMF_MAX_CONNECTIONS", default_value_t = 1024)]
+    nvmf_max_connections: usize,
+
+    /// Device to share at start, as NAME[:PROTOCOL][:ro]: over NBD (the
+    /// default) or NVMe/TCP (`nvmf`), read-only with `ro`; repeat for more
+    /// (in the environment variable, separate by commas).
     #[arg(
         long = "share",
-        value_name = "NAME[:ro]",
+        value_name = "NAME[:nbd|:nvmf][:ro]",
         env = "IO_ENGINE_SHARE",
         value_delimiter = ','
     )]
@@ -236,13 +253,18 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
             .map_err(|e| format!("--bdev {uri}: {e}"))?;
     }
     for share in &args.shares {
-        let (name, read_only) = match share.strip_suffix(":ro") {
-            Some(n) => (n, true),
-            None => (share.as_str(), false),
-        };
+        let (name, protocol, read_only) = parse_share(share)?;
         engine
-            .share(name, Protocol::Nbd, read_only)
+            .share(name, protocol, read_only)
             .map_err(|e| format!("--share {share}: {e}"))?;
+    }
+    let mut nvmf = Vec::new();
+    for addr in &args.nvmf_addr {
+        nvmf.push(
+            runtime
+                .block_on(TcpListener::bind(addr))
+                .map_err(|e| format!("cannot listen for NVMe/TCP on {addr}: {e}"))?,
+        );
     }
     let nbd = runtime
         .block_on(TcpListener::bind(args.nbd_addr))
@@ -269,7 +291,10 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
     };
     // The bound addresses (a port of 0 gets one from the kernel).
     let bound = |l: &TcpListener, asked: SocketAddr| l.local_addr().unwrap_or(asked);
-    engine.set_nbd_address(bound(&nbd, args.nbd_addr).to_string());
+    engine.set_address(Protocol::Nbd, bound(&nbd, args.nbd_addr).to_string());
+    if let (Some(l), Some(a)) = (nvmf.first(), args.nvmf_addr.first()) {
+        engine.set_address(Protocol::Nvmf, bound(l, *a).to_string());
+    }
     tracing::info!(
         version = VERSION,
         cores = %engine.config().cores,
@@ -277,6 +302,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         grpc = %bound(&grpc, args.grpc_addr),
         metrics = %bound(&metrics, args.metrics_addr),
         nbd = %bound(&nbd, args.nbd_addr),
+        nvmf = ?nvmf.iter().filter_map(|l| l.local_addr().ok()).collect::<Vec<_>>(),
         devices = args.bdevs.len(),
         "io-engine serving"
     );
@@ -289,12 +315,14 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
     );
     let mut listeners = vec![Listener::Tcp(nbd)];
     listeners.extend(nbd_unix.map(Listener::Unix));
+    let target = nvmf::Target::new(engine.exports().clone(), args.nvmf_max_connections);
     let clean = runtime.block_on(serve(
         engine.clone(),
         grpc,
         metrics,
         server,
         listeners,
+        (target, nvmf),
         signals,
     ));
     if let Some(path) = &args.nbd_socket {
@@ -331,6 +359,7 @@ async fn serve(
     metrics: TcpListener,
     nbd: Arc<NbdServer>,
     listeners: Vec<Listener>,
+    (nvmf, nvmf_listeners): (Arc<nvmf::Target>, Vec<TcpListener>),
     mut signals: Signals,
 ) -> bool {
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -350,6 +379,11 @@ async fn serve(
     let nbd_tasks: Vec<_> = listeners
         .into_iter()
         .map(|l| tokio::spawn(nbd.clone().serve(l, dispatch.clone(), stopped())))
+        .chain(
+            nvmf_listeners
+                .into_iter()
+                .map(|l| tokio::spawn(nvmf::serve(nvmf.clone(), l, dispatch.clone(), stopped()))),
+        )
         .collect();
 
     let signal = signals.wait().await;
@@ -364,7 +398,7 @@ async fn serve(
     let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
         // Each NBD connection answers the requests it has read, then closes
         // and releases its device; the devices are destroyed after this.
-        while engine.nbd_counters().connections() > 0 {
+        while engine.nbd_counters().connections() > 0 || nvmf.connections() > 0 {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         if let Ok(Err(e)) = grpc_task.await {
@@ -404,4 +438,27 @@ impl Signals {
             _ = self.int.recv() => "SIGINT",
         }
     }
+}
+
+/// A `--share` value: NAME[:nbd|:nvmf][:ro].
+fn parse_share(share: &str) -> Result<(&str, Protocol, bool), String> {
+    let (rest, read_only) = match share.strip_suffix(":ro") {
+        Some(n) => (n, true),
+        None => (share, false),
+    };
+    let (name, protocol) = match rest.rsplit_once(':') {
+        Some((name, p)) => match Protocol::from_name(p) {
+            Some(protocol) => (name, protocol),
+            None => {
+                return Err(format!(
+                    "--share {share}: unknown protocol {p:?} (nbd or nvmf)"
+                ));
+            }
+        },
+        None => (rest, Protocol::Nbd),
+    };
+    if name.is_empty() {
+        return Err(format!("--share {share}: no device name"));
+    }
+    Ok((name, protocol, read_only))
 }

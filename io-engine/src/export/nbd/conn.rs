@@ -27,7 +27,6 @@ use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::buffers::Buffers;
 use super::conn_error::ConnError;
 use super::handshake::{Handshake, HandshakeConfig, Outcome};
 use super::hold::{HOLD_BYTES, Hold};
@@ -37,7 +36,7 @@ use super::stats::{ExportCounters, NbdCounters};
 use super::transmission::{Command, Request, RequestParser, validate};
 use crate::bdev::{IoCompletion, IoDone, IoError, IoRequest, IoType};
 use crate::env::tsc;
-use crate::export::{Exports, Output, Protocol, Stream};
+use crate::export::{Buffers, Exports, Output, Protocol, Stream};
 use crate::reactor::{self, FdHandler, FdRegistration, Interest, Poll, PollerHandle, Readiness};
 
 /// Bytes read from the socket per read call.

@@ -10,7 +10,6 @@
 
 mod allocation;
 mod block_limits;
-mod buffers;
 mod conn;
 mod conn_error;
 mod export_info;

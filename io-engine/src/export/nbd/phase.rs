@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::ExportInfo;
-use super::buffers::Buffers;
 use super::handshake::Handshake;
 use super::stats::ExportCounters;
 use super::transmission::Request;
 use crate::bdev::IoChannel;
 use crate::env::tsc;
 use crate::export::Attachment;
+use crate::export::Buffers;
 use crate::pool::IoBuf;
 
 /// How long a connection whose export went away waits, once all it took

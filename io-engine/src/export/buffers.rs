@@ -17,23 +17,23 @@ const MAX_LARGE_BUFS: usize = 8;
 /// A connection's buffers: a pool of small ones for the common IO sizes,
 /// and, for larger IOs, one-buffer pools by power-of-two size, made when
 /// first needed and reused; all freed with the connection.
-pub(super) struct Buffers {
+pub(in crate::export) struct Buffers {
     small: BufPool,
     large: RefCell<Vec<BufPool>>,
 }
 
 impl Buffers {
-    pub(super) fn new() -> Result<Buffers, BufPoolError> {
+    pub(in crate::export) fn new() -> Result<Buffers, BufPoolError> {
         Ok(Buffers {
             small: BufPool::new(
-                PoolConfig::new("nbd-conn", SMALL_BUFS, 1).cache_size(0),
+                PoolConfig::new("conn", SMALL_BUFS, 1).cache_size(0),
                 SMALL_BUF,
             )?,
             large: RefCell::new(Vec::new()),
         })
     }
 
-    pub(super) fn take(&self, len: usize) -> Option<IoBuf> {
+    pub(in crate::export) fn take(&self, len: usize) -> Option<IoBuf> {
         if len <= SMALL_BUF {
             return self.small.get();
         }
@@ -49,7 +49,7 @@ impl Buffers {
         if large.len() >= MAX_LARGE_BUFS {
             return None; // wait for one to come back
         }
-        let pool = BufPool::new(PoolConfig::new("nbd-large", 1, 1).cache_size(0), size).ok()?;
+        let pool = BufPool::new(PoolConfig::new("conn-large", 1, 1).cache_size(0), size).ok()?;
         let b = pool.get();
         large.push(pool);
         b

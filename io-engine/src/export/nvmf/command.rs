@@ -1,0 +1,159 @@
+//! A submission queue entry as a command capsule carries it (NVMe Base
+//! 2.0, figure 88; fabrics commands, NVMe over Fabrics 1.1 figure 7): the
+//! fields the target reads, by name.
+//!
+//! Thread: any (a plain value); used on the connection's reactor.
+
+/// Opcodes of the admin command set the target answers.
+pub mod admin {
+    /// Get Log Page.
+    pub const GET_LOG_PAGE: u8 = 0x02;
+    /// Identify.
+    pub const IDENTIFY: u8 = 0x06;
+    /// Abort.
+    pub const ABORT: u8 = 0x08;
+    /// Set Features.
+    pub const SET_FEATURES: u8 = 0x09;
+    /// Get Features.
+    pub const GET_FEATURES: u8 = 0x0A;
+    /// Asynchronous Event Request.
+    pub const ASYNC_EVENT: u8 = 0x0C;
+    /// Keep Alive.
+    pub const KEEP_ALIVE: u8 = 0x18;
+    /// Fabrics commands (FCTYPE in byte 4).
+    pub const FABRICS: u8 = 0x7F;
+}
+
+/// Opcodes of the NVM command set.
+pub mod io {
+    /// Flush.
+    pub const FLUSH: u8 = 0x00;
+    /// Write.
+    pub const WRITE: u8 = 0x01;
+    /// Read.
+    pub const READ: u8 = 0x02;
+    /// Write Zeroes.
+    pub const WRITE_ZEROES: u8 = 0x08;
+    /// Dataset Management.
+    pub const DSM: u8 = 0x09;
+}
+
+/// Fabrics command types.
+pub mod fctype {
+    /// Property Set.
+    pub const PROPERTY_SET: u8 = 0x00;
+    /// Connect.
+    pub const CONNECT: u8 = 0x01;
+    /// Property Get.
+    pub const PROPERTY_GET: u8 = 0x04;
+    /// Disconnect.
+    pub const DISCONNECT: u8 = 0x08;
+}
+
+/// SGL descriptor type bytes (type << 4 | subtype) NVMe/TCP uses.
+pub mod sgl {
+    /// Data block, offset addressing: data in the capsule.
+    pub const IN_CAPSULE: u8 = 0x01;
+    /// Transport data block: data by R2T/H2CData or C2HData.
+    pub const TRANSPORT: u8 = 0x5A;
+}
+
+/// One 64-byte command.
+#[derive(Clone, Copy)]
+pub struct Command(pub [u8; 64]);
+
+impl Command {
+    /// The command at the start of `b` (at least 64 bytes).
+    pub fn from_slice(b: &[u8]) -> Command {
+        let mut c = [0; 64];
+        c.copy_from_slice(&b[..64]);
+        Command(c)
+    }
+
+    fn u16_at(&self, at: usize) -> u16 {
+        u16::from_le_bytes([self.0[at], self.0[at + 1]])
+    }
+
+    fn u32_at(&self, at: usize) -> u32 {
+        u32::from_le_bytes(self.0[at..at + 4].try_into().expect("4 bytes"))
+    }
+
+    fn u64_at(&self, at: usize) -> u64 {
+        u64::from_le_bytes(self.0[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    /// Opcode.
+    pub fn opcode(&self) -> u8 {
+        self.0[0]
+    }
+
+    /// Command identifier.
+    pub fn cid(&self) -> u16 {
+        self.u16_at(2)
+    }
+
+    /// Namespace identifier.
+    pub fn nsid(&self) -> u32 {
+        self.u32_at(4)
+    }
+
+    /// Fabrics command type (byte 4 of a fabrics command).
+    pub fn fctype(&self) -> u8 {
+        self.0[4]
+    }
+
+    /// Command dword `n` (10 to 15).
+    pub fn cdw(&self, n: usize) -> u32 {
+        self.u32_at(n * 4)
+    }
+
+    /// The data pointer's SGL descriptor: (address or offset, length, type).
+    pub fn sgl(&self) -> (u64, u32, u8) {
+        (self.u64_at(24), self.u32_at(32), self.0[39])
+    }
+
+    /// Starting LBA of a Read, Write or Write Zeroes (CDW10-11).
+    pub fn slba(&self) -> u64 {
+        self.u64_at(40)
+    }
+
+    /// Blocks of a Read, Write or Write Zeroes (CDW12 bits 15:0, 0-based).
+    pub fn nlb(&self) -> u64 {
+        (self.cdw(12) & 0xFFFF) as u64 + 1
+    }
+
+    /// Connect: queue id.
+    pub fn connect_qid(&self) -> u16 {
+        self.u16_at(42)
+    }
+
+    /// Connect: submission queue size (0-based).
+    pub fn connect_sqsize(&self) -> u16 {
+        self.u16_at(44)
+    }
+
+    /// Connect: connect attributes.
+    pub fn connect_cattr(&self) -> u8 {
+        self.0[46]
+    }
+
+    /// Connect: keep alive timeout in milliseconds.
+    pub fn connect_kato(&self) -> u32 {
+        self.u32_at(48)
+    }
+
+    /// Property Get/Set: whether the property is 8 bytes.
+    pub fn property_is_8_bytes(&self) -> bool {
+        self.0[40] & 1 != 0
+    }
+
+    /// Property Get/Set: the property's offset.
+    pub fn property_offset(&self) -> u32 {
+        self.u32_at(44)
+    }
+
+    /// Property Set: the value.
+    pub fn property_value(&self) -> u64 {
+        self.u64_at(48)
+    }
+}

@@ -1,0 +1,1242 @@
+//! One NVMe/TCP queue pair (one TCP connection), from ICReq to close, on
+//! the reactor it was given.
+//!
+//! Thread: the connection's reactor, from accept to close. Its socket is
+//! non-blocking and registered with the reactor's epoll set. An admin
+//! queue keeps its controller's state here (properties, features, keep
+//! alive, held Asynchronous Event Requests); an I/O queue submits its
+//! commands on an [`IoChannel`](crate::bdev::IoChannel) of this reactor,
+//! many at once, and answers them as they complete: READ data goes out as
+//! the IO buffer itself after a C2HData header, in one vectored write
+//! with the response capsule.
+//!
+//! A malformed PDU gets a C2HTermReq with the fatal error status the
+//! transport specification names, and the connection closes once that is
+//! sent and its IO in flight has completed; nothing else is read from it.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::command::{Command, admin, fctype, io as nvm, sgl};
+use super::completion::{Completion, Status};
+use super::controller::Controller;
+use super::identify::{self, ControllerFacts, NamespaceFacts};
+use super::nqn;
+use super::pdu::{self, Digests, Fes, Header, PduError, flags, kind};
+use super::target::Target;
+use crate::bdev::{IoChannel, IoCompletion, IoDone, IoError, IoRequest, IoType};
+use crate::env::tsc;
+use crate::export::{Attachment, Buffers, Output, Protocol, Stream};
+use crate::pool::IoBuf;
+use crate::reactor::{self, FdHandler, FdRegistration, Interest, Poll, PollerHandle, Readiness};
+
+/// Bytes read from the socket per read call.
+const READ_CHUNK: usize = 256 << 10;
+/// In-capsule data a command capsule may carry, on every queue.
+pub const IN_CAPSULE_DATA: usize = 8192;
+/// MDTS: the largest transfer is 2^MDTS_SHIFT pages of 4 KiB (128 KiB).
+pub const MDTS_SHIFT: u8 = 5;
+/// The largest transfer of one command, in bytes.
+pub const MAX_TRANSFER: usize = 4096 << MDTS_SHIFT;
+/// MAXH2CDATA: the most data of one H2CData PDU (one R2T asks for a
+/// whole transfer).
+pub const MAX_H2C_DATA: u32 = MAX_TRANSFER as u32;
+/// Entries of a queue (MQES + 1).
+pub const QUEUE_ENTRIES: u16 = 128;
+/// Stop reading while this much output waits for the host.
+const OUTPUT_HIGH_WATER: usize = 64 << 20;
+/// Property offsets.
+const PROP_CAP: u32 = 0x00;
+const PROP_VS: u32 = 0x08;
+const PROP_CC: u32 = 0x14;
+const PROP_CSTS: u32 = 0x1C;
+/// Feature identifiers.
+const FEAT_ARBITRATION: u8 = 0x01;
+const FEAT_POWER: u8 = 0x02;
+const FEAT_TEMPERATURE: u8 = 0x04;
+const FEAT_ERROR_RECOVERY: u8 = 0x05;
+const FEAT_VWC: u8 = 0x06;
+const FEAT_NUM_QUEUES: u8 = 0x07;
+const FEAT_ASYNC_EVENT: u8 = 0x0B;
+const FEAT_KATO: u8 = 0x0F;
+/// Transient Transport Error: a data digest did not match.
+const TRANSIENT_TRANSPORT_ERROR: Status = Status(0x022);
+/// Namespace is Write Protected.
+const WRITE_PROTECTED: Status = Status(0x020);
+
+/// CAP: MQES, CQR, TO (15 s), CSS NVM, MPSMIN 4 KiB, MPSMAX 4 KiB.
+const fn cap() -> u64 {
+    (QUEUE_ENTRIES as u64 - 1) | 1 << 16 | 30 << 24 | 1 << 37
+}
+
+/// What a queue is doing.
+enum Phase {
+    /// Waiting for the host's ICReq.
+    Init,
+    /// Waiting for the Connect that says which queue this is.
+    Connecting,
+    /// The admin queue of `Admin::ctrl`.
+    Admin(Box<Admin>),
+    /// An I/O queue.
+    Io(Box<IoQueue>),
+}
+
+struct Admin {
+    ctrl: Arc<Controller>,
+    /// Keep-alive timeout in TSC ticks (0: none), and when the last
+    /// command arrived.
+    kato: u64,
+    last: u64,
+    /// Command IDs of the Asynchronous Event Requests held.
+    aers: Vec<u16>,
+    /// The share's namespace, for Identify (none on the discovery
+    /// controller).
+    ns: Option<NamespaceFacts>,
+    serial: String,
+}
+
+struct IoQueue {
+    ctrl: Arc<Controller>,
+    ch: IoChannel,
+    bufs: Buffers,
+    /// Declared after `ch`: the device is released after the channel.
+    attachment: Attachment,
+    block_size: u64,
+    blocks: u64,
+    read_only: bool,
+}
+
+/// A command the I/O queue took and has not answered.
+struct Slot {
+    cid: u16,
+    op: u8,
+    buf: Option<IoBuf>,
+    len: usize,
+    /// Bytes of a WRITE's data received (R2T transfers).
+    got: usize,
+    offset: u64,
+    /// Device IOs in flight for it (DSM: one per range).
+    pending: u32,
+    status: Status,
+}
+
+struct State {
+    phase: Phase,
+    input: Vec<u8>,
+    start: usize,
+    output: Output,
+    eof: bool,
+    want_write: bool,
+    digests: Digests,
+    /// Queue id, size, and the submission queue head reported in CQEs.
+    qid: u16,
+    qsize: u16,
+    sqhd: u16,
+    slots: Vec<Option<Slot>>,
+    free: Vec<u16>,
+    /// A C2HTermReq went out: read nothing more, close once it is sent.
+    terminated: bool,
+}
+
+/// A queue pair.
+pub struct Connection {
+    sock: Rc<Stream>,
+    state: RefCell<State>,
+    in_flight: Cell<u32>,
+    /// A command waits for an IO buffer.
+    starved: Cell<bool>,
+    reg: RefCell<Option<FdRegistration>>,
+    poller: RefCell<Option<PollerHandle>>,
+    server: Arc<Target>,
+    peer: String,
+    me: Weak<Connection>,
+}
+
+/// What handling one command gave: a completion, maybe with data for the
+/// host, or nothing yet (the command went to the device or is held).
+enum Answer {
+    Now(Completion, Option<Vec<u8>>),
+    Later,
+}
+
+fn status_of(e: &IoError) -> Status {
+    match e {
+        IoError::OutOfRange { .. } => Status::LBA_OUT_OF_RANGE,
+        IoError::Unaligned { .. } | IoError::Empty(_) | IoError::Buffer { .. } => {
+            Status::INVALID_FIELD
+        }
+        IoError::Unsupported(_) => Status::INVALID_OPCODE,
+        IoError::Device(_) => Status::INTERNAL_ERROR,
+    }
+}
+
+impl Connection {
+    /// Starts serving `sock` on the calling reactor.
+    pub fn start(sock: Stream, peer: String, server: Arc<Target>) {
+        if let Err(e) = sock.set_nonblocking() {
+            tracing::warn!(%peer, "NVMe/TCP connection dropped: {e}");
+            return;
+        }
+        let conn = Rc::new_cyclic(|me| Connection {
+            me: me.clone(),
+            sock: Rc::new(sock),
+            state: RefCell::new(State {
+                phase: Phase::Init,
+                input: Vec::with_capacity(2 * READ_CHUNK),
+                start: 0,
+                output: Output::with_capacity(4096),
+                eof: false,
+                want_write: false,
+                digests: Digests::default(),
+                qid: 0,
+                qsize: 0,
+                sqhd: 0,
+                slots: Vec::new(),
+                free: Vec::new(),
+                terminated: false,
+            }),
+            in_flight: Cell::new(0),
+            starved: Cell::new(false),
+            reg: RefCell::new(None),
+            poller: RefCell::new(None),
+            server,
+            peer,
+        });
+        let weak: Weak<dyn FdHandler> = Rc::downgrade(&conn) as Weak<dyn FdHandler>;
+        match reactor::register_fd(conn.sock.clone(), Interest::READ, weak) {
+            Ok(r) => *conn.reg.borrow_mut() = Some(r),
+            Err(e) => {
+                tracing::warn!(peer = %conn.peer, "NVMe/TCP connection dropped: {e}");
+                return;
+            }
+        }
+        conn.server.connection_opened();
+        tracing::debug!(peer = %conn.peer, "NVMe/TCP connection");
+        let c = conn.clone();
+        *conn.poller.borrow_mut() = Some(reactor::register_poller("nvmf-conn", move || c.tick()));
+    }
+
+    /// Once a round: keep-alive expiry, a controller torn down, an
+    /// unshare; pending output; close when done.
+    fn tick(self: &Rc<Self>) -> Poll {
+        {
+            let mut st = self.state.borrow_mut();
+            let now = tsc::now();
+            let gone = match &mut st.phase {
+                Phase::Admin(a) => {
+                    if a.kato != 0 && now.saturating_sub(a.last) > a.kato {
+                        tracing::info!(peer = %self.peer, cntlid = a.ctrl.cntlid, "NVMe/TCP keep-alive timeout: controller torn down");
+                        true
+                    } else {
+                        if a.kato != 0 {
+                            reactor::wake_by(a.last + a.kato + 1);
+                        }
+                        a.ctrl.is_dead() || self.export_gone(&a.ctrl)
+                    }
+                }
+                Phase::Io(q) => q.ctrl.is_dead() || q.attachment.closing(),
+                _ => false,
+            };
+            if gone {
+                st.eof = true;
+            }
+        }
+        let busy = if self.has_output() {
+            self.flush()
+        } else {
+            false
+        };
+        self.maybe_close();
+        if busy { Poll::Busy } else { Poll::Idle }
+    }
+
+    /// Whether the admin queue's export was unshared.
+    fn export_gone(&self, ctrl: &Controller) -> bool {
+        match &ctrl.export {
+            Some(name) => self.server.exports.find(Protocol::Nvmf, name).is_none(),
+            None => false,
+        }
+    }
+
+    fn has_output(&self) -> bool {
+        !self.state.borrow().output.is_empty()
+    }
+
+    /// Writes what it can; returns whether anything was written.
+    fn flush(self: &Rc<Self>) -> bool {
+        let mut st = self.state.borrow_mut();
+        let mut wrote = false;
+        let held = st.output.holds_buffers();
+        while !st.output.is_empty() {
+            match st.output.write_to(&self.sock) {
+                Ok(0) => break,
+                Ok(_) => wrote = true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    st.output.clear();
+                    st.eof = true;
+                    break;
+                }
+            }
+        }
+        let want_write = !st.output.is_empty();
+        if want_write != st.want_write {
+            st.want_write = want_write;
+            let interest = if want_write {
+                Interest::READ_WRITE
+            } else {
+                Interest::READ
+            };
+            if let Some(r) = &*self.reg.borrow() {
+                let _ = r.set_interest(interest);
+            }
+        }
+        let released = held && !st.output.holds_buffers();
+        drop(st);
+        if released && self.starved.get() {
+            self.process();
+        }
+        wrote
+    }
+
+    /// Closes once the host is gone (or the connection was terminated and
+    /// its output sent) and nothing is in flight.
+    fn maybe_close(&self) {
+        if self.in_flight.get() != 0 {
+            return;
+        }
+        let st = self.state.borrow();
+        let close = st.eof || (st.terminated && st.output.is_empty());
+        drop(st);
+        if close {
+            self.close();
+        }
+    }
+
+    fn close(&self) {
+        let poller = self.poller.borrow_mut().take();
+        if poller.is_none() {
+            return;
+        }
+        self.server.connection_closed();
+        let phase = std::mem::replace(&mut self.state.borrow_mut().phase, Phase::Init);
+        match &phase {
+            Phase::Admin(a) => {
+                // The admin queue goes: so does its controller, and its
+                // I/O queues close at their next round.
+                self.server.controllers.remove(&a.ctrl);
+                tracing::debug!(peer = %self.peer, cntlid = a.ctrl.cntlid, "NVMe/TCP controller gone");
+            }
+            Phase::Io(q) => {
+                q.ctrl.connected_io_queues.fetch_sub(1, Ordering::AcqRel);
+            }
+            _ => {}
+        }
+        drop(phase); // the channel and the attachment go here
+        tracing::debug!(peer = %self.peer, "NVMe/TCP connection closed");
+        drop(self.reg.borrow_mut().take());
+        drop(poller);
+    }
+
+    fn read_input(&self) {
+        let mut st = self.state.borrow_mut();
+        if st.eof || st.terminated || st.output.len() > OUTPUT_HIGH_WATER {
+            return;
+        }
+        let start = std::mem::take(&mut st.start);
+        st.input.drain(..start);
+        st.input.reserve(READ_CHUNK);
+        let fd = self.sock.clone();
+        match rustix::io::read(&*fd, rustix::buffer::spare_capacity(&mut st.input)) {
+            Ok(0) => st.eof = true,
+            Ok(_) => {}
+            Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => st.eof = true,
+        }
+    }
+
+    /// Handles every whole PDU buffered.
+    fn process(self: &Rc<Self>) {
+        loop {
+            let mut guard = self.state.borrow_mut();
+            let st = &mut *guard;
+            if st.terminated || st.eof || st.output.len() > OUTPUT_HIGH_WATER {
+                return;
+            }
+            let avail = st.input.len() - st.start;
+            if avail < pdu::COMMON_HEADER {
+                return;
+            }
+            let pdu_start = st.start;
+            let hdr = Header::parse(&st.input[pdu_start..]);
+            let max_plen = (pdu::CAPSULE_CMD_HLEN + 8 + IN_CAPSULE_DATA)
+                .max(pdu::DATA_HLEN + 8 + MAX_H2C_DATA as usize) as u32;
+            let data_len = match hdr.check(st.digests, max_plen) {
+                Ok(n) => n,
+                Err(e) => {
+                    let quoted =
+                        st.input[pdu_start..pdu_start + avail.min(hdr.hlen as usize)].to_vec();
+                    self.terminate(st, e, &quoted);
+                    return;
+                }
+            };
+            if avail < hdr.plen as usize {
+                return;
+            }
+            let pdu_bytes = st.input[pdu_start..pdu_start + hdr.plen as usize].to_vec();
+            if let Err(e) = self.check_header_digest(st.digests, &hdr, &pdu_bytes) {
+                self.terminate(st, e, &pdu_bytes[..hdr.hlen as usize]);
+                return;
+            }
+            let result = self.handle(st, &hdr, &pdu_bytes, data_len);
+            match result {
+                Ok(true) => st.start += hdr.plen as usize,
+                // Waits for an IO buffer: the same PDU is handled again.
+                Ok(false) => return,
+                Err(e) => {
+                    self.terminate(
+                        st,
+                        e,
+                        &pdu_bytes[..(hdr.hlen as usize).min(pdu_bytes.len())],
+                    );
+                    return;
+                }
+            }
+            drop(guard);
+        }
+    }
+
+    fn check_header_digest(
+        &self,
+        d: Digests,
+        hdr: &Header,
+        pdu_bytes: &[u8],
+    ) -> Result<(), PduError> {
+        if !d.header || hdr.kind == kind::IC_REQ || hdr.kind == kind::H2C_TERM_REQ {
+            return Ok(());
+        }
+        let hlen = hdr.hlen as usize;
+        let want = u32::from_le_bytes(pdu_bytes[hlen..hlen + 4].try_into().expect("4 bytes"));
+        if pdu::crc32c(0, &pdu_bytes[..hlen]) != want {
+            return Err(PduError::new(Fes::HeaderDigest, "header digest mismatch"));
+        }
+        Ok(())
+    }
+
+    /// The data of a PDU and whether its digest (when on) matched.
+    fn data_of<'a>(d: Digests, hdr: &Header, pdu_bytes: &'a [u8], len: usize) -> (&'a [u8], bool) {
+        if hdr.pdo == 0 {
+            return (&[], true);
+        }
+        let at = hdr.pdo as usize;
+        let data = &pdu_bytes[at..at + len];
+        if !d.data {
+            return (data, true);
+        }
+        let want = u32::from_le_bytes(
+            pdu_bytes[at + len..at + len + 4]
+                .try_into()
+                .expect("4 bytes"),
+        );
+        (data, pdu::crc32c(0, data) == want)
+    }
+
+    /// Sends a C2HTermReq and stops reading.
+    fn terminate(&self, st: &mut State, e: PduError, quoted: &[u8]) {
+        tracing::info!(peer = %self.peer, "NVMe/TCP connection terminated: {e}");
+        self.server.pdu_error();
+        pdu::put_c2h_term_req(st.output.bytes(), &e, quoted);
+        st.terminated = true;
+    }
+
+    /// Handles one whole PDU. `Ok(false)`: not handled yet (no buffer).
+    fn handle(
+        self: &Rc<Self>,
+        st: &mut State,
+        hdr: &Header,
+        b: &[u8],
+        data_len: usize,
+    ) -> Result<bool, PduError> {
+        match (hdr.kind, &st.phase) {
+            (kind::IC_REQ, Phase::Init) => {
+                let pfv = u16::from_le_bytes([b[8], b[9]]);
+                if pfv != 0 {
+                    return Err(PduError {
+                        fes: Fes::InvalidHeaderField,
+                        fei: 8,
+                        why: format!("ICReq PFV {pfv}"),
+                    });
+                }
+                let dgst = b[11];
+                st.digests = Digests {
+                    header: dgst & 1 != 0,
+                    data: dgst & 2 != 0,
+                };
+                pdu::put_ic_resp(st.output.bytes(), st.digests, MAX_H2C_DATA);
+                st.phase = Phase::Connecting;
+                Ok(true)
+            }
+            (kind::IC_REQ, _) => Err(PduError::new(Fes::PduSequence, "a second ICReq")),
+            (_, Phase::Init) => Err(PduError::new(Fes::PduSequence, "a PDU before ICReq")),
+            (kind::H2C_TERM_REQ, _) => {
+                tracing::info!(peer = %self.peer, fes = u16::from_le_bytes([b[8], b[9]]), "NVMe/TCP host terminated the connection");
+                st.eof = true;
+                Ok(true)
+            }
+            (kind::CAPSULE_CMD, _) => {
+                let cmd = Command::from_slice(&b[pdu::COMMON_HEADER..]);
+                let (data, digest_ok) = Self::data_of(st.digests, hdr, b, data_len);
+                if !digest_ok {
+                    self.advance_sqhd(st);
+                    self.respond(
+                        st,
+                        Completion::new(cmd.cid(), TRANSIENT_TRANSPORT_ERROR),
+                        None,
+                    );
+                    return Ok(true);
+                }
+                self.capsule(st, cmd, data)
+            }
+            (kind::H2C_DATA, Phase::Io(_)) => {
+                let (data, digest_ok) = Self::data_of(st.digests, hdr, b, data_len);
+                self.h2c_data(st, hdr, b, data, digest_ok)?;
+                Ok(true)
+            }
+            (k, _) => Err(PduError::new(
+                Fes::PduSequence,
+                format!("PDU type {k:#x} here"),
+            )),
+        }
+    }
+
+    fn advance_sqhd(&self, st: &mut State) {
+        if st.qsize > 0 {
+            st.sqhd = (st.sqhd + 1) % st.qsize;
+        }
+    }
+
+    /// Appends the answer to a command: its data in a C2HData PDU (at most
+    /// what the host's SGL asked for), then its response capsule.
+    fn respond(&self, st: &mut State, mut c: Completion, data: Option<(Vec<u8>, usize)>) {
+        if let Some((bytes, max)) = data {
+            let n = bytes.len().min(max);
+            if n > 0 {
+                pdu::put_c2h_data(st.output.bytes(), c.cid, 0, n as u32, true, st.digests);
+                st.output.bytes().extend_from_slice(&bytes[..n]);
+                if st.digests.data {
+                    let crc = pdu::crc32c(0, &bytes[..n]);
+                    st.output.bytes().extend_from_slice(&crc.to_le_bytes());
+                }
+            }
+        }
+        c.sqhd = st.sqhd;
+        let cqe = c.to_bytes(st.qid);
+        pdu::put_capsule_resp(st.output.bytes(), &cqe, st.digests);
+        if c.status != 0 {
+            self.server.command_error();
+        }
+    }
+
+    /// Handles a command capsule. `Ok(false)`: it waits for an IO buffer.
+    fn capsule(
+        self: &Rc<Self>,
+        st: &mut State,
+        cmd: Command,
+        data: &[u8],
+    ) -> Result<bool, PduError> {
+        let cid = cmd.cid();
+        if let Phase::Io(_) = st.phase
+            && cmd.opcode() != admin::FABRICS
+        {
+            return self.io_command(st, cmd, data);
+        }
+        self.advance_sqhd(st);
+        let answer = if cmd.opcode() == admin::FABRICS {
+            self.fabrics(st, &cmd, data)
+        } else {
+            match &mut st.phase {
+                Phase::Admin(a) => {
+                    a.last = tsc::now();
+                    self.admin_command(a, &cmd)
+                }
+                _ => Answer::Now(Completion::new(cid, Status::COMMAND_SEQUENCE_ERROR), None),
+            }
+        };
+        if let Answer::Now(c, data) = answer {
+            let max = cmd.sgl().1 as usize;
+            self.respond(st, c, data.map(|d| (d, max)));
+        }
+        Ok(true)
+    }
+
+    fn fabrics(self: &Rc<Self>, st: &mut State, cmd: &Command, data: &[u8]) -> Answer {
+        let cid = cmd.cid();
+        let ctrl = match &st.phase {
+            Phase::Admin(a) => Some(a.ctrl.clone()),
+            Phase::Io(q) => Some(q.ctrl.clone()),
+            _ => None,
+        };
+        match (cmd.fctype(), ctrl) {
+            (fctype::CONNECT, None) => self.connect(st, cmd, data),
+            (fctype::CONNECT, Some(_)) => {
+                Answer::Now(Completion::new(cid, Status::COMMAND_SEQUENCE_ERROR), None)
+            }
+            (fctype::PROPERTY_GET, Some(ctrl)) if st.qid == 0 => {
+                let v = match cmd.property_offset() {
+                    PROP_CAP => Some(cap()),
+                    PROP_VS => Some(0x0002_0000),
+                    PROP_CC => Some(ctrl.cc() as u64),
+                    PROP_CSTS => Some(ctrl.csts() as u64),
+                    _ => None,
+                };
+                match v {
+                    Some(v) => {
+                        let mut c = Completion::new(cid, Status::SUCCESS);
+                        c.dw0 = v as u32;
+                        c.dw1 = (v >> 32) as u32;
+                        Answer::Now(c, None)
+                    }
+                    None => Answer::Now(Completion::new(cid, Status::INVALID_FIELD), None),
+                }
+            }
+            (fctype::PROPERTY_SET, Some(ctrl)) if st.qid == 0 => {
+                if cmd.property_offset() != PROP_CC {
+                    return Answer::Now(Completion::new(cid, Status::INVALID_FIELD), None);
+                }
+                let cc = cmd.property_value() as u32;
+                ctrl.set_cc(cc);
+                tracing::debug!(peer = %self.peer, cntlid = ctrl.cntlid, cc = format_args!("{cc:#x}"), "NVMe/TCP CC set");
+                Answer::Now(Completion::new(cid, Status::SUCCESS), None)
+            }
+            (fctype::DISCONNECT, Some(_)) => {
+                st.eof = true;
+                Answer::Now(Completion::new(cid, Status::SUCCESS), None)
+            }
+            (_, None) => Answer::Now(Completion::new(cid, Status::COMMAND_SEQUENCE_ERROR), None),
+            _ => Answer::Now(Completion::new(cid, Status::INVALID_OPCODE), None),
+        }
+    }
+
+    /// Connect: the admin queue makes a controller, an I/O queue joins
+    /// one.
+    fn connect(self: &Rc<Self>, st: &mut State, cmd: &Command, data: &[u8]) -> Answer {
+        let cid = cmd.cid();
+        let invalid = |attr_data: bool, offset: u16| {
+            let mut c = Completion::new(cid, Status::CONNECT_INVALID_PARAMETERS);
+            c.dw0 = attr_data as u32 | (offset as u32) << 16;
+            Answer::Now(c, None)
+        };
+        if data.len() < 1024 {
+            return Answer::Now(Completion::new(cid, Status::SGL_LENGTH_INVALID), None);
+        }
+        if u16::from_le_bytes([cmd.0[40], cmd.0[41]]) != 0 {
+            return Answer::Now(
+                Completion::new(cid, Status::CONNECT_INCOMPATIBLE_FORMAT),
+                None,
+            );
+        }
+        let qid = cmd.connect_qid();
+        let sqsize = cmd.connect_sqsize();
+        if sqsize == 0 || sqsize >= QUEUE_ENTRIES {
+            return invalid(false, 44);
+        }
+        let cntlid = u16::from_le_bytes([data[16], data[17]]);
+        let subnqn = nqn::field(&data[256..512]);
+        let hostnqn = nqn::field(&data[512..768]);
+        st.qid = qid;
+        st.qsize = sqsize + 1;
+        st.sqhd = 1 % st.qsize;
+        if qid == 0 {
+            if cntlid != 0xFFFF {
+                return invalid(true, 16);
+            }
+            let (export, ns, serial) = if subnqn == nqn::DISCOVERY_NQN {
+                (None, None, String::from("discovery"))
+            } else {
+                let Some(name) = nqn::export_of(&subnqn) else {
+                    return invalid(true, 256);
+                };
+                let Some(share) = self.server.exports.find(Protocol::Nvmf, name) else {
+                    return invalid(true, 256);
+                };
+                let bdev = share.desc.bdev();
+                let ns = NamespaceFacts {
+                    blocks: bdev.num_blocks(),
+                    block_size: bdev.block_size(),
+                    uuid: *bdev.uuid().as_bytes(),
+                };
+                let serial = bdev.uuid().simple().to_string()[..20].to_string();
+                (Some(name.to_string()), Some(ns), serial)
+            };
+            let ctrl = self.server.controllers.create(subnqn, hostnqn, export);
+            let kato = cmd.connect_kato() as u64;
+            tracing::info!(peer = %self.peer, cntlid = ctrl.cntlid, subnqn = ctrl.subnqn, hostnqn = ctrl.hostnqn, "NVMe/TCP controller connected");
+            let mut c = Completion::new(cid, Status::SUCCESS);
+            c.dw0 = ctrl.cntlid as u32;
+            st.phase = Phase::Admin(Box::new(Admin {
+                ctrl,
+                kato: tsc::ns_to_ticks(kato * 1_000_000),
+                last: tsc::now(),
+                aers: Vec::new(),
+                ns,
+                serial,
+            }));
+            return Answer::Now(c, None);
+        }
+        let Some(ctrl) = self.server.controllers.get(cntlid) else {
+            return invalid(true, 16);
+        };
+        if ctrl.subnqn != subnqn {
+            return invalid(true, 256);
+        }
+        if ctrl.hostnqn != hostnqn {
+            return invalid(true, 512);
+        }
+        if !ctrl.enabled() || ctrl.export.is_none() {
+            return Answer::Now(Completion::new(cid, Status::COMMAND_SEQUENCE_ERROR), None);
+        }
+        if qid as u32 > ctrl.io_queues.load(Ordering::Acquire) {
+            return invalid(false, 42);
+        }
+        let name = ctrl.export.clone().expect("checked above");
+        let Some(attachment) = self.server.exports.attach(Protocol::Nvmf, &name) else {
+            return Answer::Now(Completion::new(cid, Status::CONNECT_CONTROLLER_BUSY), None);
+        };
+        let ch = match attachment.desc.open_channel() {
+            Ok(ch) => ch,
+            Err(e) => {
+                tracing::warn!(peer = %self.peer, "NVMe/TCP: {e}");
+                return Answer::Now(Completion::new(cid, Status::INTERNAL_ERROR), None);
+            }
+        };
+        let bufs = match Buffers::new() {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(peer = %self.peer, "NVMe/TCP: {e}");
+                return Answer::Now(Completion::new(cid, Status::INTERNAL_ERROR), None);
+            }
+        };
+        let bdev = attachment.desc.bdev().clone();
+        let read_only = self
+            .server
+            .exports
+            .find(Protocol::Nvmf, &name)
+            .is_some_and(|s| s.read_only);
+        ctrl.connected_io_queues.fetch_add(1, Ordering::AcqRel);
+        tracing::debug!(peer = %self.peer, cntlid, qid, "NVMe/TCP I/O queue connected");
+        st.slots = (0..st.qsize).map(|_| None).collect();
+        st.free = (0..st.qsize).rev().collect();
+        st.phase = Phase::Io(Box::new(IoQueue {
+            ctrl,
+            ch,
+            bufs,
+            attachment,
+            block_size: bdev.block_size() as u64,
+            blocks: bdev.num_blocks(),
+            read_only,
+        }));
+        Answer::Now(Completion::new(cid, Status::SUCCESS), None)
+    }
+
+    fn admin_command(&self, a: &mut Admin, cmd: &Command) -> Answer {
+        let cid = cmd.cid();
+        let ok = |data: Vec<u8>| Answer::Now(Completion::new(cid, Status::SUCCESS), Some(data));
+        let discovery = a.ctrl.export.is_none();
+        match cmd.opcode() {
+            admin::IDENTIFY => {
+                let cns = cmd.cdw(10) & 0xFF;
+                let csi = (cmd.cdw(11) >> 24) & 0xFF;
+                match (cns, &a.ns) {
+                    (1, _) => ok(identify::controller(&ControllerFacts {
+                        cntlid: a.ctrl.cntlid,
+                        serial: &a.serial,
+                        model: "io-engine",
+                        subnqn: &a.ctrl.subnqn,
+                        mdts: MDTS_SHIFT,
+                        capsule_bytes: (64 + IN_CAPSULE_DATA) as u32,
+                        namespaces: if discovery { 0 } else { 1 },
+                        discovery,
+                    })),
+                    (0, Some(ns)) if cmd.nsid() == 1 => ok(identify::namespace(ns)),
+                    (0, Some(_)) if cmd.nsid() == 0xFFFF_FFFF => {
+                        Answer::Now(Completion::new(cid, Status::INVALID_NAMESPACE), None)
+                    }
+                    (0, Some(_)) => {
+                        Answer::Now(Completion::new(cid, Status::INVALID_NAMESPACE), None)
+                    }
+                    (2, Some(_)) => ok(identify::active_namespaces(cmd.nsid())),
+                    (3, Some(ns)) if cmd.nsid() == 1 => {
+                        ok(identify::namespace_descriptors(&ns.uuid))
+                    }
+                    // The NVM command set's specific structures: nothing
+                    // beyond the defaults.
+                    (5 | 6, Some(_)) if csi == 0 => ok(vec![0; identify::IDENTIFY_LEN]),
+                    _ => Answer::Now(Completion::new(cid, Status::INVALID_FIELD), None),
+                }
+            }
+            admin::GET_LOG_PAGE => {
+                let lid = (cmd.cdw(10) & 0xFF) as u8;
+                let numd = ((cmd.cdw(10) >> 16) | (cmd.cdw(11) & 0xFFFF) << 16) as usize + 1;
+                let offset = (cmd.cdw(12) as u64 | (cmd.cdw(13) as u64) << 32) as usize;
+                let page = match lid {
+                    0x01 => Some(vec![0u8; 64]),
+                    0x02 => {
+                        let s = self
+                            .server
+                            .exports
+                            .find(Protocol::Nvmf, a.ctrl.export.as_deref().unwrap_or(""));
+                        let (rb, wb, r, w) = s
+                            .map(|s| {
+                                let st = s.desc.io_stats();
+                                let (rd, wr) = (st.op(IoType::Read), st.op(IoType::Write));
+                                (rd.bytes, wr.bytes, rd.ops, wr.ops)
+                            })
+                            .unwrap_or_default();
+                        Some(identify::smart_log(rb, wb, r, w))
+                    }
+                    0x03 => Some(identify::firmware_log()),
+                    0x04 => Some(vec![0u8; 4096]),
+                    0x05 => Some(identify::effects_log(discovery)),
+                    0x70 if discovery => Some(self.server.discovery_log()),
+                    _ => None,
+                };
+                match page {
+                    Some(p) => {
+                        let from = offset.min(p.len());
+                        let to = (from + numd * 4).min(p.len());
+                        ok(p[from..to].to_vec())
+                    }
+                    None => Answer::Now(Completion::new(cid, Status::INVALID_LOG_PAGE), None),
+                }
+            }
+            admin::SET_FEATURES | admin::GET_FEATURES => {
+                let set = cmd.opcode() == admin::SET_FEATURES;
+                let fid = (cmd.cdw(10) & 0xFF) as u8;
+                if set && cmd.cdw(10) & (1 << 31) != 0 {
+                    return Answer::Now(Completion::new(cid, Status::FEATURE_NOT_SAVEABLE), None);
+                }
+                let mut c = Completion::new(cid, Status::SUCCESS);
+                match fid {
+                    FEAT_NUM_QUEUES => {
+                        if set {
+                            let want = (cmd.cdw(11) & 0xFFFF).min(cmd.cdw(11) >> 16) + 1;
+                            let granted = want.min(self.server.max_io_queues());
+                            a.ctrl.io_queues.store(granted, Ordering::Release);
+                        }
+                        let n = a.ctrl.io_queues.load(Ordering::Acquire) - 1;
+                        c.dw0 = n | n << 16;
+                    }
+                    FEAT_KATO => {
+                        if set {
+                            a.kato = tsc::ns_to_ticks(cmd.cdw(11) as u64 * 1_000_000);
+                        }
+                        c.dw0 = (tsc::ticks_to_ns(a.kato) / 1_000_000) as u32;
+                    }
+                    FEAT_ASYNC_EVENT => {}
+                    // No volatile cache to enable: writes are on the
+                    // device when they complete.
+                    FEAT_VWC => c.dw0 = 0,
+                    // The mandatory features, at their defaults: one
+                    // arbitration burst, power state 0, an over-temperature
+                    // threshold of 343 K, no error recovery time limit.
+                    FEAT_ARBITRATION | FEAT_POWER | FEAT_ERROR_RECOVERY if !set => c.dw0 = 0,
+                    FEAT_TEMPERATURE if !set => c.dw0 = 343,
+                    FEAT_ARBITRATION | FEAT_POWER | FEAT_TEMPERATURE | FEAT_ERROR_RECOVERY => {}
+                    _ => c.status = Status::INVALID_FIELD.0,
+                }
+                Answer::Now(c, None)
+            }
+            admin::ASYNC_EVENT => {
+                if a.aers.len() >= 4 {
+                    // AERL exceeded.
+                    return Answer::Now(Completion::new(cid, Status(0x105)), None);
+                }
+                a.aers.push(cid);
+                Answer::Later
+            }
+            admin::KEEP_ALIVE => Answer::Now(Completion::new(cid, Status::SUCCESS), None),
+            admin::ABORT => {
+                let mut c = Completion::new(cid, Status::SUCCESS);
+                c.dw0 = 1; // not aborted
+                Answer::Now(c, None)
+            }
+            _ => Answer::Now(Completion::new(cid, Status::INVALID_OPCODE), None),
+        }
+    }
+
+    /// An NVM command on an I/O queue. `Ok(false)`: no IO buffer is free;
+    /// the capsule is handled again when one comes back.
+    fn io_command(
+        self: &Rc<Self>,
+        st: &mut State,
+        cmd: Command,
+        data: &[u8],
+    ) -> Result<bool, PduError> {
+        let cid = cmd.cid();
+        let Phase::Io(q) = &st.phase else {
+            unreachable!("an I/O queue")
+        };
+        let fail = |st: &mut State, this: &Self, s: Status| {
+            this.advance_sqhd(st);
+            this.respond(st, Completion::new(cid, s), None);
+            Ok(true)
+        };
+        if cmd.nsid() != 1 && cmd.opcode() != nvm::FLUSH {
+            return fail(st, self, Status::INVALID_NAMESPACE);
+        }
+        let (bs, blocks, read_only) = (q.block_size, q.blocks, q.read_only);
+        let range = |cmd: &Command| {
+            let (slba, nlb) = (cmd.slba(), cmd.nlb());
+            if slba.checked_add(nlb).is_none_or(|end| end > blocks) {
+                Err(Status::LBA_OUT_OF_RANGE)
+            } else {
+                Ok((slba * bs, nlb * bs))
+            }
+        };
+        let op = cmd.opcode();
+        let (offset, len, io) = match op {
+            nvm::READ | nvm::WRITE => {
+                let (offset, len) = match range(&cmd) {
+                    Ok(r) => r,
+                    Err(s) => return fail(st, self, s),
+                };
+                if len as usize > MAX_TRANSFER {
+                    return fail(st, self, Status::INVALID_FIELD);
+                }
+                if op == nvm::WRITE && read_only {
+                    return fail(st, self, WRITE_PROTECTED);
+                }
+                let (_, sgl_len, sgl_type) = cmd.sgl();
+                if sgl_len as u64 != len {
+                    return fail(st, self, Status::SGL_LENGTH_INVALID);
+                }
+                let in_capsule = sgl_type == sgl::IN_CAPSULE;
+                if (op == nvm::READ && sgl_type != sgl::TRANSPORT)
+                    || (op == nvm::WRITE && !in_capsule && sgl_type != sgl::TRANSPORT)
+                {
+                    return fail(st, self, Status::SGL_TYPE_INVALID);
+                }
+                if in_capsule && data.len() != len as usize {
+                    return fail(st, self, Status::SGL_LENGTH_INVALID);
+                }
+                (offset, len, None)
+            }
+            nvm::FLUSH => (0, 0, Some(IoRequest::no_data(IoType::Flush, 0, 0))),
+            nvm::WRITE_ZEROES => {
+                if read_only {
+                    return fail(st, self, WRITE_PROTECTED);
+                }
+                match range(&cmd) {
+                    Ok((o, l)) => (o, l, Some(IoRequest::no_data(IoType::WriteZeroes, o, l))),
+                    Err(s) => return fail(st, self, s),
+                }
+            }
+            nvm::DSM => {
+                let deallocate = cmd.cdw(11) & 4 != 0;
+                if !deallocate {
+                    return fail(st, self, Status::SUCCESS);
+                }
+                if read_only {
+                    return fail(st, self, WRITE_PROTECTED);
+                }
+                return self.deallocate(st, &cmd, data);
+            }
+            _ => return fail(st, self, Status::INVALID_OPCODE),
+        };
+        // Take a slot (and a buffer for data): none free means the host
+        // sent more than its queue holds, or buffers are out.
+        let Some(&tag) = st.free.last() else {
+            return fail(st, self, Status::COMMAND_SEQUENCE_ERROR);
+        };
+        let Phase::Io(q) = &st.phase else {
+            unreachable!("an I/O queue")
+        };
+        let buf = if io.is_none() {
+            match q.bufs.take(len as usize) {
+                Some(b) => {
+                    self.starved.set(false);
+                    Some(b)
+                }
+                None => {
+                    self.starved.set(true);
+                    return Ok(false);
+                }
+            }
+        } else {
+            None
+        };
+        st.free.pop();
+        self.advance_sqhd(st);
+        st.slots[tag as usize] = Some(Slot {
+            cid,
+            op,
+            buf,
+            len: len as usize,
+            got: 0,
+            offset,
+            pending: 0,
+            status: Status::SUCCESS,
+        });
+        match (op, io) {
+            (_, Some(io)) => self.submit(st, tag, io),
+            (nvm::READ, None) => {
+                let buf = st.slots[tag as usize]
+                    .as_mut()
+                    .and_then(|s| s.buf.take())
+                    .expect("a READ's buffer");
+                self.submit(st, tag, IoRequest::read(buf, offset, len));
+            }
+            _ if !data.is_empty() => {
+                let slot = st.slots[tag as usize].as_mut().expect("taken above");
+                let mut buf = slot.buf.take().expect("a WRITE's buffer");
+                buf.as_mut_slice()[..data.len()].copy_from_slice(data);
+                self.submit(st, tag, IoRequest::write(buf, offset, len));
+            }
+            _ => {
+                // The data comes in H2CData PDUs: ask for all of it.
+                pdu::put_r2t(st.output.bytes(), cid, tag, 0, len as u32, st.digests);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Dataset Management with Deallocate: one unmap per range, the
+    /// command answered when the last completes.
+    fn deallocate(
+        self: &Rc<Self>,
+        st: &mut State,
+        cmd: &Command,
+        data: &[u8],
+    ) -> Result<bool, PduError> {
+        let cid = cmd.cid();
+        let nr = (cmd.cdw(10) & 0xFF) as usize + 1;
+        let answer = |st: &mut State, s: Status| {
+            self.advance_sqhd(st);
+            self.respond(st, Completion::new(cid, s), None);
+            Ok(true)
+        };
+        if data.len() < nr * 16 {
+            return answer(st, Status::SGL_LENGTH_INVALID);
+        }
+        let Phase::Io(q) = &st.phase else {
+            unreachable!("an I/O queue")
+        };
+        let (bs, blocks) = (q.block_size, q.blocks);
+        let mut ranges = Vec::with_capacity(nr);
+        for r in data[..nr * 16].chunks_exact(16) {
+            let nlb = u32::from_le_bytes(r[4..8].try_into().expect("4 bytes")) as u64;
+            let slba = u64::from_le_bytes(r[8..16].try_into().expect("8 bytes"));
+            if slba.checked_add(nlb).is_none_or(|e| e > blocks) {
+                return answer(st, Status::LBA_OUT_OF_RANGE);
+            }
+            if nlb > 0 {
+                ranges.push((slba * bs, nlb * bs));
+            }
+        }
+        if ranges.is_empty() {
+            return answer(st, Status::SUCCESS);
+        }
+        let Some(tag) = st.free.pop() else {
+            return answer(st, Status::COMMAND_SEQUENCE_ERROR);
+        };
+        self.advance_sqhd(st);
+        st.slots[tag as usize] = Some(Slot {
+            cid,
+            op: nvm::DSM,
+            buf: None,
+            len: 0,
+            got: 0,
+            offset: 0,
+            pending: 0,
+            status: Status::SUCCESS,
+        });
+        for (offset, len) in ranges {
+            self.submit(st, tag, IoRequest::no_data(IoType::Unmap, offset, len));
+        }
+        Ok(true)
+    }
+
+    /// H2CData for a WRITE the target sent an R2T for.
+    fn h2c_data(
+        self: &Rc<Self>,
+        st: &mut State,
+        hdr: &Header,
+        b: &[u8],
+        data: &[u8],
+        digest_ok: bool,
+    ) -> Result<(), PduError> {
+        let cccid = u16::from_le_bytes([b[8], b[9]]);
+        let ttag = u16::from_le_bytes([b[10], b[11]]);
+        let datao = u32::from_le_bytes(b[12..16].try_into().expect("4 bytes")) as usize;
+        let datal = u32::from_le_bytes(b[16..20].try_into().expect("4 bytes")) as usize;
+        let slot = st
+            .slots
+            .get_mut(ttag as usize)
+            .and_then(|s| s.as_mut())
+            .filter(|s| s.op == nvm::WRITE && s.buf.is_some() && s.cid == cccid)
+            .ok_or_else(|| {
+                PduError::field(10, format!("H2CData for unknown transfer tag {ttag}"))
+            })?;
+        if datal != data.len() {
+            return Err(PduError::field(
+                16,
+                format!("H2CData DATAL {datal} with {} bytes of data", data.len()),
+            ));
+        }
+        if datao != slot.got {
+            return Err(PduError {
+                fes: Fes::DataTransferOutOfRange,
+                fei: datao as u32,
+                why: format!("H2CData offset {datao}, expected {}", slot.got),
+            });
+        }
+        if datao + datal > slot.len {
+            return Err(PduError {
+                fes: Fes::DataTransferLimitExceeded,
+                fei: (datao + datal) as u32,
+                why: format!("H2CData beyond the R2T's {} bytes", slot.len),
+            });
+        }
+        let buf = slot.buf.as_mut().expect("filtered above");
+        buf.as_mut_slice()[datao..datao + datal].copy_from_slice(data);
+        slot.got += datal;
+        if !digest_ok {
+            slot.status = TRANSIENT_TRANSPORT_ERROR;
+        }
+        if slot.got == slot.len {
+            if hdr.flags & flags::LAST_PDU == 0 {
+                tracing::debug!(peer = %self.peer, "NVMe/TCP: last H2CData without LAST_PDU");
+            }
+            let (buf, offset, len, status) = (
+                slot.buf.take().expect("filtered above"),
+                slot.offset,
+                slot.len,
+                slot.status,
+            );
+            if status.is_success() {
+                self.submit(st, ttag, IoRequest::write(buf, offset, len as u64));
+            } else {
+                self.finish(st, ttag, status);
+            }
+        }
+        Ok(())
+    }
+
+    fn submit(self: &Rc<Self>, st: &mut State, tag: u16, mut io: IoRequest) {
+        io.tag = tag as u64;
+        let Phase::Io(q) = &st.phase else {
+            unreachable!("an I/O queue")
+        };
+        let cb: Rc<dyn IoCompletion> = self.clone();
+        match q.ch.submit(io, cb) {
+            Ok(()) => {
+                self.in_flight.set(self.in_flight.get() + 1);
+                if let Some(s) = st.slots[tag as usize].as_mut() {
+                    s.pending += 1;
+                }
+            }
+            Err(e) => {
+                let status = status_of(&e.error);
+                let s = st.slots[tag as usize].as_mut().expect("a taken slot");
+                if s.status.is_success() {
+                    s.status = status;
+                }
+                if s.pending == 0 {
+                    self.finish(st, tag, status);
+                }
+            }
+        }
+    }
+
+    /// Answers the command in slot `tag` and frees the slot.
+    fn finish(&self, st: &mut State, tag: u16, status: Status) {
+        let slot = st.slots[tag as usize].take().expect("a taken slot");
+        st.free.push(tag);
+        let mut c = Completion::new(slot.cid, status);
+        c.sqhd = st.sqhd;
+        let cqe = c.to_bytes(st.qid);
+        pdu::put_capsule_resp(st.output.bytes(), &cqe, st.digests);
+        if !status.is_success() {
+            self.server.command_error();
+        }
+    }
+
+    /// The connection's own `Rc` (it is alive: the reactor upgraded its
+    /// registration's weak handler to call us).
+    fn self_rc(&self) -> Option<Rc<Connection>> {
+        self.me.upgrade()
+    }
+}
+
+impl IoCompletion for Connection {
+    fn complete(self: Rc<Self>, mut io: IoDone) {
+        self.in_flight.set(self.in_flight.get() - 1);
+        {
+            let mut guard = self.state.borrow_mut();
+            let st = &mut *guard;
+            let tag = io.tag() as u16;
+            let status = match io.status() {
+                Ok(()) => Status::SUCCESS,
+                Err(e) => status_of(&e),
+            };
+            let slot = st.slots[tag as usize]
+                .as_mut()
+                .expect("a command in flight");
+            slot.pending -= 1;
+            if !status.is_success() && slot.status.is_success() {
+                slot.status = status;
+            }
+            if slot.pending == 0 {
+                let (cid, op, status) = (slot.cid, slot.op, slot.status);
+                if !st.eof && op == nvm::READ && status.is_success() {
+                    let len = io.len() as usize;
+                    let mut buf = io.take_buf().expect("a read carries its buffer");
+                    if io.reads_zeroes() {
+                        buf.as_mut_slice()[..len].fill(0);
+                    }
+                    let digests = st.digests;
+                    pdu::put_c2h_data(st.output.bytes(), cid, 0, len as u32, true, digests);
+                    let crc = digests.data.then(|| pdu::crc32c(0, &buf.as_slice()[..len]));
+                    st.output.push_data(buf, len);
+                    if let Some(crc) = crc {
+                        st.output.bytes().extend_from_slice(&crc.to_le_bytes());
+                    }
+                }
+                if st.eof {
+                    st.slots[tag as usize] = None;
+                    st.free.push(tag);
+                } else {
+                    self.finish(st, tag, status);
+                }
+            }
+        }
+        drop(io);
+        if self.starved.get() {
+            self.process();
+        }
+        if self.in_flight.get() == 0 || self.state.borrow().output.len() > 64 << 10 {
+            self.flush();
+        }
+    }
+}
+
+impl FdHandler for Connection {
+    fn on_ready(&self, ready: Readiness) {
+        let Some(this) = self.self_rc() else { return };
+        if ready.writable {
+            this.flush();
+        }
+        if ready.readable || ready.hangup {
+            this.read_input();
+            this.process();
+        }
+        if this.has_output() {
+            this.flush();
+        }
+        this.maybe_close();
+    }
+}

@@ -1,0 +1,138 @@
+//! A controller of the dynamic controller model: made by the Connect of
+//! its admin queue, found by its I/O queues' Connects, gone when its admin
+//! queue closes or its keep-alive timer expires.
+//!
+//! Thread: its state is kept by the admin queue's connection, on that
+//! connection's reactor; I/O queues on any reactor read what they need
+//! once, at their Connect (through the registry's lock), and then only the
+//! atomic `dead` flag, once a round: nothing on the data path takes a
+//! lock.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// One controller.
+pub struct Controller {
+    /// Its ID.
+    pub cntlid: u16,
+    /// The subsystem it belongs to.
+    pub subnqn: String,
+    /// The host that made it.
+    pub hostnqn: String,
+    /// The device it exports (`None`: the discovery controller).
+    pub export: Option<String>,
+    /// Controller Configuration (CC), as the host last set it.
+    cc: AtomicU32,
+    /// I/O queues the host may create (Number of Queues), 1-based.
+    pub io_queues: AtomicU32,
+    /// I/O queues connected now.
+    pub connected_io_queues: AtomicU32,
+    /// The controller is torn down: its queues close.
+    dead: AtomicBool,
+}
+
+/// CC.EN.
+pub const CC_EN: u32 = 1;
+/// CC.SHN, bits 15:14.
+pub const CC_SHN_MASK: u32 = 3 << 14;
+
+impl Controller {
+    /// CC.
+    pub fn cc(&self) -> u32 {
+        self.cc.load(Ordering::Acquire)
+    }
+
+    /// Sets CC.
+    pub fn set_cc(&self, cc: u32) {
+        self.cc.store(cc, Ordering::Release)
+    }
+
+    /// CSTS, derived from CC: RDY follows EN; a shutdown notification is
+    /// complete at once (nothing is cached that is not already on the
+    /// device).
+    pub fn csts(&self) -> u32 {
+        let cc = self.cc();
+        let rdy = cc & CC_EN;
+        let shst = if cc & CC_SHN_MASK != 0 { 2 << 2 } else { 0 };
+        rdy | shst
+    }
+
+    /// Whether CC.EN is set (I/O queues may connect and run).
+    pub fn enabled(&self) -> bool {
+        self.cc() & CC_EN != 0
+    }
+
+    /// Whether it is torn down.
+    pub fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Acquire)
+    }
+}
+
+/// The controllers of one target, by ID.
+#[derive(Default)]
+pub struct Controllers {
+    map: Mutex<HashMap<u16, Arc<Controller>>>,
+    next: Mutex<u16>,
+}
+
+impl Controllers {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<u16, Arc<Controller>>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes a controller with a fresh ID (1 to 0xFFEF).
+    pub fn create(
+        &self,
+        subnqn: String,
+        hostnqn: String,
+        export: Option<String>,
+    ) -> Arc<Controller> {
+        let mut map = self.map();
+        let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+        let cntlid = loop {
+            *next = if *next >= 0xFFEF { 1 } else { *next + 1 };
+            if !map.contains_key(&*next) {
+                break *next;
+            }
+        };
+        let c = Arc::new(Controller {
+            cntlid,
+            subnqn,
+            hostnqn,
+            export,
+            cc: AtomicU32::new(0),
+            io_queues: AtomicU32::new(1),
+            connected_io_queues: AtomicU32::new(0),
+            dead: AtomicBool::new(false),
+        });
+        map.insert(cntlid, c.clone());
+        c
+    }
+
+    /// The controller with ID `cntlid`.
+    pub fn get(&self, cntlid: u16) -> Option<Arc<Controller>> {
+        self.map().get(&cntlid).cloned()
+    }
+
+    /// Tears controller `c` down: its queues close.
+    pub fn remove(&self, c: &Controller) {
+        c.dead.store(true, Ordering::Release);
+        self.map().remove(&c.cntlid);
+    }
+
+    /// Controllers now.
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every controller, for the export list.
+    pub fn all(&self) -> Vec<Arc<Controller>> {
+        self.map().values().cloned().collect()
+    }
+}

@@ -1,0 +1,26 @@
+//! The NVMe/TCP target (NVMe Base 2.0, NVMe over Fabrics 1.1 and the
+//! NVMe/TCP transport 1.0, as the Linux host and SPDK's target implement
+//! them): devices shared over NVMe-oF become subsystems with the device as
+//! namespace 1, reached by hosts through the discovery subsystem and the
+//! dynamic controller model.
+//!
+//! Thread: listeners on the control-plane runtime; every queue pair (one
+//! TCP connection) on one reactor from accept to close (see
+//! [`connection`]); a controller's state on its admin queue's reactor.
+
+mod command;
+mod completion;
+mod connection;
+mod controller;
+mod identify;
+pub mod nqn;
+pub mod pdu;
+mod server;
+mod target;
+
+pub use command::Command;
+pub use completion::{Completion, Status};
+pub use connection::{IN_CAPSULE_DATA, MAX_TRANSFER, QUEUE_ENTRIES};
+pub use controller::{Controller, Controllers};
+pub use server::serve;
+pub use target::Target;

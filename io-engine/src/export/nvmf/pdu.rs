@@ -1,0 +1,473 @@
+//! NVMe/TCP PDUs (NVMe/TCP transport specification 1.0, section 3.6): the
+//! common header every PDU starts with, its checks, and the PDUs the
+//! target sends, written into the connection's output.
+//!
+//! Thread: any (plain functions over bytes); used on the connection's
+//! reactor.
+
+/// PDU types.
+pub mod kind {
+    /// Initialize Connection Request (host to controller).
+    pub const IC_REQ: u8 = 0x00;
+    /// Initialize Connection Response.
+    pub const IC_RESP: u8 = 0x01;
+    /// Host to Controller Terminate Connection Request.
+    pub const H2C_TERM_REQ: u8 = 0x02;
+    /// Controller to Host Terminate Connection Request.
+    pub const C2H_TERM_REQ: u8 = 0x03;
+    /// Command Capsule.
+    pub const CAPSULE_CMD: u8 = 0x04;
+    /// Response Capsule.
+    pub const CAPSULE_RESP: u8 = 0x05;
+    /// Host to Controller Data.
+    pub const H2C_DATA: u8 = 0x06;
+    /// Controller to Host Data.
+    pub const C2H_DATA: u8 = 0x07;
+    /// Ready to Transfer.
+    pub const R2T: u8 = 0x09;
+}
+
+/// Header flags.
+pub mod flags {
+    /// A header digest follows the PDU header.
+    pub const HDGSTF: u8 = 0x01;
+    /// A data digest follows the PDU data.
+    pub const DDGSTF: u8 = 0x02;
+    /// The last data PDU of a command's transfer (H2CData, C2HData).
+    pub const LAST_PDU: u8 = 0x04;
+    /// C2HData: the command succeeded and no response capsule follows.
+    pub const SUCCESS: u8 = 0x08;
+}
+
+/// Bytes of the common header.
+pub const COMMON_HEADER: usize = 8;
+/// Header length of ICReq and ICResp.
+pub const IC_HLEN: usize = 128;
+/// Header length of a command capsule (common header and the 64-byte
+/// submission queue entry).
+pub const CAPSULE_CMD_HLEN: usize = COMMON_HEADER + 64;
+/// Header length of a response capsule (common header and the 16-byte
+/// completion queue entry).
+pub const CAPSULE_RESP_HLEN: usize = COMMON_HEADER + 16;
+/// Header length of H2CData, C2HData and R2T.
+pub const DATA_HLEN: usize = 24;
+/// Header length of the terminate requests.
+pub const TERM_HLEN: usize = 24;
+/// Most bytes of the offending PDU header a C2HTermReq carries.
+pub const TERM_MAX_DATA: usize = 152 - TERM_HLEN;
+
+/// Fatal Error Status of a terminate request (NVMe/TCP 3.6.2.9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum Fes {
+    /// A header field is invalid; FEI names its byte offset.
+    InvalidHeaderField = 0x01,
+    /// A PDU arrived where the protocol does not allow it.
+    PduSequence = 0x02,
+    /// The header digest did not match.
+    HeaderDigest = 0x03,
+    /// Data outside the range the command or R2T allowed.
+    DataTransferOutOfRange = 0x04,
+    /// More data than the R2T asked for.
+    DataTransferLimitExceeded = 0x05,
+    /// A parameter the controller does not support (ICReq PFV, ...).
+    UnsupportedParameter = 0x06,
+}
+
+/// Why a connection ends: what the C2HTermReq says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PduError {
+    /// The error status.
+    pub fes: Fes,
+    /// Field Error Information: the offset of the bad header field (for
+    /// [`Fes::InvalidHeaderField`]), the bad value otherwise.
+    pub fei: u32,
+    /// In words, for the log.
+    pub why: String,
+}
+
+impl PduError {
+    /// An invalid header field at byte `offset`.
+    pub fn field(offset: u32, why: impl Into<String>) -> PduError {
+        PduError {
+            fes: Fes::InvalidHeaderField,
+            fei: offset,
+            why: why.into(),
+        }
+    }
+
+    /// Any other fatal error.
+    pub fn new(fes: Fes, why: impl Into<String>) -> PduError {
+        PduError {
+            fes,
+            fei: 0,
+            why: why.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for PduError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (FES {:#x})", self.why, self.fes as u16)
+    }
+}
+
+/// A PDU's common header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// PDU type.
+    pub kind: u8,
+    /// Flags.
+    pub flags: u8,
+    /// Header length (without a header digest).
+    pub hlen: u8,
+    /// Data offset from the PDU's start (0: no data).
+    pub pdo: u8,
+    /// Length of the whole PDU.
+    pub plen: u32,
+}
+
+/// The digests a connection negotiated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Digests {
+    /// CRC-32C of every PDU header.
+    pub header: bool,
+    /// CRC-32C of every PDU's data.
+    pub data: bool,
+}
+
+impl Header {
+    /// The common header at the start of `b` (at least 8 bytes).
+    pub fn parse(b: &[u8]) -> Header {
+        Header {
+            kind: b[0],
+            flags: b[1],
+            hlen: b[2],
+            pdo: b[3],
+            plen: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+        }
+    }
+
+    /// Checks the header of a PDU a host sends against its type's fixed
+    /// layout, the digests in use and the largest PDU the connection takes
+    /// (`max_plen`). Returns the PDU's data length.
+    pub fn check(&self, digests: Digests, max_plen: u32) -> Result<usize, PduError> {
+        let (hlen, has_data) = match self.kind {
+            kind::IC_REQ => (IC_HLEN, false),
+            kind::H2C_TERM_REQ => (TERM_HLEN, true),
+            kind::CAPSULE_CMD => (CAPSULE_CMD_HLEN, true),
+            kind::H2C_DATA => (DATA_HLEN, true),
+            k => {
+                return Err(PduError::field(
+                    0,
+                    format!("PDU type {k:#x} is not one a host sends"),
+                ));
+            }
+        };
+        if self.hlen as usize != hlen {
+            return Err(PduError::field(
+                2,
+                format!(
+                    "HLEN {} for PDU type {:#x} (want {hlen})",
+                    self.hlen, self.kind
+                ),
+            ));
+        }
+        let ic = self.kind == kind::IC_REQ || self.kind == kind::H2C_TERM_REQ;
+        let hdgst = if digests.header && !ic { 4 } else { 0 };
+        let header_end = hlen + hdgst;
+        if self.plen < header_end as u32 {
+            return Err(PduError::field(
+                4,
+                format!("PLEN {} is shorter than the header", self.plen),
+            ));
+        }
+        if self.plen > max_plen {
+            return Err(PduError::field(
+                4,
+                format!(
+                    "PLEN {} exceeds the connection's limit {max_plen}",
+                    self.plen
+                ),
+            ));
+        }
+        if self.kind == kind::IC_REQ && self.plen != IC_HLEN as u32 {
+            return Err(PduError::field(
+                4,
+                format!("ICReq PLEN {} (want 128)", self.plen),
+            ));
+        }
+        let plen = self.plen as usize;
+        if self.pdo == 0 {
+            if plen != header_end && self.kind != kind::H2C_TERM_REQ {
+                return Err(PduError::field(
+                    4,
+                    format!("PLEN {plen} with no data (PDO 0)"),
+                ));
+            }
+            return Ok(plen - header_end);
+        }
+        if !has_data || (self.pdo as usize) < header_end || self.pdo as usize >= plen {
+            return Err(PduError::field(
+                3,
+                format!(
+                    "PDO {} (header ends at {header_end}, PLEN {plen})",
+                    self.pdo
+                ),
+            ));
+        }
+        let ddgst = if digests.data && !ic { 4 } else { 0 };
+        let data = plen - self.pdo as usize;
+        if data <= ddgst {
+            return Err(PduError::field(
+                4,
+                format!("PLEN {plen} leaves no data after PDO {}", self.pdo),
+            ));
+        }
+        Ok(data - ddgst)
+    }
+}
+
+fn put_common(out: &mut Vec<u8>, kind: u8, flags: u8, hlen: usize, pdo: usize, plen: usize) {
+    out.extend_from_slice(&[kind, flags, hlen as u8, pdo as u8]);
+    out.extend_from_slice(&(plen as u32).to_le_bytes());
+}
+
+/// Appends the header digest of the header that starts at `start`, when
+/// header digests are on.
+fn put_hdgst(out: &mut Vec<u8>, start: usize, digests: Digests) {
+    if digests.header {
+        let crc = crc32c(0, &out[start..]);
+        out.extend_from_slice(&crc.to_le_bytes());
+    }
+}
+
+/// CRC-32C as NVMe/TCP's digests use it (initial value 0xFFFFFFFF, final
+/// XOR; the value is sent little-endian).
+pub fn crc32c(seed: u32, data: &[u8]) -> u32 {
+    crate::accel::software::kernels::crc32c_update(seed, data)
+}
+
+/// Appends an ICResp.
+pub fn put_ic_resp(out: &mut Vec<u8>, digests: Digests, maxh2cdata: u32) {
+    let start = out.len();
+    put_common(out, kind::IC_RESP, 0, IC_HLEN, 0, IC_HLEN);
+    out.extend_from_slice(&0u16.to_le_bytes()); // PFV 0
+    out.push(0); // CPDA 0: data right after the header
+    out.push(digests.header as u8 | (digests.data as u8) << 1);
+    out.extend_from_slice(&maxh2cdata.to_le_bytes());
+    out.resize(start + IC_HLEN, 0);
+}
+
+/// Appends a response capsule carrying `cqe`.
+pub fn put_capsule_resp(out: &mut Vec<u8>, cqe: &[u8; 16], digests: Digests) {
+    let start = out.len();
+    let hd = if digests.header { 4 } else { 0 };
+    let flags = if digests.header { flags::HDGSTF } else { 0 };
+    put_common(
+        out,
+        kind::CAPSULE_RESP,
+        flags,
+        CAPSULE_RESP_HLEN,
+        0,
+        CAPSULE_RESP_HLEN + hd,
+    );
+    out.extend_from_slice(cqe);
+    put_hdgst(out, start, digests);
+}
+
+/// Appends a C2HData header for `len` bytes at `offset` of command
+/// `cccid`'s data; the data (and its digest) follow it.
+pub fn put_c2h_data(
+    out: &mut Vec<u8>,
+    cccid: u16,
+    offset: u32,
+    len: u32,
+    last: bool,
+    digests: Digests,
+) {
+    let start = out.len();
+    let hd = if digests.header { 4 } else { 0 };
+    let dd = if digests.data { 4 } else { 0 };
+    let mut f = if last { flags::LAST_PDU } else { 0 };
+    if digests.header {
+        f |= flags::HDGSTF;
+    }
+    if digests.data {
+        f |= flags::DDGSTF;
+    }
+    let pdo = DATA_HLEN + hd;
+    put_common(
+        out,
+        kind::C2H_DATA,
+        f,
+        DATA_HLEN,
+        pdo,
+        pdo + len as usize + dd,
+    );
+    out.extend_from_slice(&cccid.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&offset.to_le_bytes());
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    put_hdgst(out, start, digests);
+}
+
+/// Appends an R2T asking for `len` bytes at `offset` of command `cccid`'s
+/// data, to come in H2CData PDUs tagged `ttag`.
+pub fn put_r2t(out: &mut Vec<u8>, cccid: u16, ttag: u16, offset: u32, len: u32, digests: Digests) {
+    let start = out.len();
+    let hd = if digests.header { 4 } else { 0 };
+    let f = if digests.header { flags::HDGSTF } else { 0 };
+    put_common(out, kind::R2T, f, DATA_HLEN, 0, DATA_HLEN + hd);
+    out.extend_from_slice(&cccid.to_le_bytes());
+    out.extend_from_slice(&ttag.to_le_bytes());
+    out.extend_from_slice(&offset.to_le_bytes());
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    put_hdgst(out, start, digests);
+}
+
+/// Appends a C2HTermReq for `err`, quoting the offending PDU header.
+pub fn put_c2h_term_req(out: &mut Vec<u8>, err: &PduError, offending: &[u8]) {
+    let quoted = &offending[..offending.len().min(TERM_MAX_DATA)];
+    let start = out.len();
+    put_common(
+        out,
+        kind::C2H_TERM_REQ,
+        0,
+        TERM_HLEN,
+        TERM_HLEN,
+        TERM_HLEN + quoted.len(),
+    );
+    out.extend_from_slice(&(err.fes as u16).to_le_bytes());
+    out.extend_from_slice(&err.fei.to_le_bytes());
+    out.resize(start + TERM_HLEN, 0);
+    out.extend_from_slice(quoted);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(kind: u8, hlen: u8, pdo: u8, plen: u32) -> Header {
+        Header {
+            kind,
+            flags: 0,
+            hlen,
+            pdo,
+            plen,
+        }
+    }
+
+    #[test]
+    fn headers_are_checked_against_their_type() {
+        let none = Digests::default();
+        let both = Digests {
+            header: true,
+            data: true,
+        };
+        assert_eq!(
+            header(kind::IC_REQ, 128, 0, 128).check(none, 1 << 20),
+            Ok(0)
+        );
+        assert_eq!(
+            header(kind::IC_REQ, 128, 0, 129)
+                .check(none, 1 << 20)
+                .unwrap_err()
+                .fei,
+            4
+        );
+        assert_eq!(
+            header(kind::CAPSULE_CMD, 72, 0, 72).check(none, 1 << 20),
+            Ok(0)
+        );
+        assert_eq!(
+            header(kind::CAPSULE_CMD, 72, 72, 72 + 4096).check(none, 1 << 20),
+            Ok(4096)
+        );
+        assert_eq!(
+            header(kind::CAPSULE_CMD, 72, 76, 76 + 4096 + 4).check(both, 1 << 20),
+            Ok(4096)
+        );
+        let bad_hlen = header(kind::CAPSULE_CMD, 70, 0, 70)
+            .check(none, 1 << 20)
+            .unwrap_err();
+        assert_eq!((bad_hlen.fes, bad_hlen.fei), (Fes::InvalidHeaderField, 2));
+        let bad_pdo = header(kind::CAPSULE_CMD, 72, 10, 200)
+            .check(none, 1 << 20)
+            .unwrap_err();
+        assert_eq!(bad_pdo.fei, 3);
+        let too_long = header(kind::H2C_DATA, 24, 24, 1 << 21)
+            .check(none, 1 << 20)
+            .unwrap_err();
+        assert_eq!(too_long.fei, 4);
+        let wrong_way = header(kind::C2H_DATA, 24, 24, 100)
+            .check(none, 1 << 20)
+            .unwrap_err();
+        assert_eq!(wrong_way.fei, 0);
+        assert_eq!(
+            header(kind::H2C_DATA, 24, 0, 24).check(none, 1 << 20),
+            Ok(0)
+        );
+    }
+
+    #[test]
+    fn the_target_pdus_have_their_layouts() {
+        let mut out = Vec::new();
+        put_ic_resp(
+            &mut out,
+            Digests {
+                header: true,
+                data: false,
+            },
+            131072,
+        );
+        assert_eq!(out.len(), 128);
+        assert_eq!(&out[..8], &[1, 0, 128, 0, 128, 0, 0, 0]);
+        assert_eq!(out[11], 1);
+        assert_eq!(u32::from_le_bytes(out[12..16].try_into().unwrap()), 131072);
+
+        out.clear();
+        put_c2h_data(&mut out, 7, 0, 4096, true, Digests::default());
+        assert_eq!(out.len(), 24);
+        assert_eq!(
+            Header::parse(&out),
+            header(kind::C2H_DATA, 24, 24, 24 + 4096).with_flags(flags::LAST_PDU)
+        );
+        assert_eq!(u16::from_le_bytes([out[8], out[9]]), 7);
+
+        out.clear();
+        put_capsule_resp(
+            &mut out,
+            &[0xAB; 16],
+            Digests {
+                header: true,
+                data: false,
+            },
+        );
+        assert_eq!(out.len(), 28);
+        assert_eq!(
+            u32::from_le_bytes(out[24..28].try_into().unwrap()),
+            crc32c(0, &out[..24])
+        );
+
+        out.clear();
+        put_c2h_term_req(&mut out, &PduError::field(2, "x"), &[9; 300]);
+        assert_eq!(out.len(), 152);
+        assert_eq!(u16::from_le_bytes([out[8], out[9]]), 1);
+        assert_eq!(u32::from_le_bytes(out[10..14].try_into().unwrap()), 2);
+    }
+
+    #[test]
+    fn crc32c_is_the_castagnoli_check_value() {
+        assert_eq!(crc32c(0, b"123456789"), 0xE306_9283);
+    }
+
+    impl Header {
+        fn with_flags(mut self, f: u8) -> Header {
+            self.flags = f;
+            self
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! What every connection of the NVMe/TCP target shares: the exports, the
+//! controllers, the listeners' addresses (for the discovery log and URIs)
+//! and the counters.
+//!
+//! Thread: any. `Sync`: atomics, and mutexes taken at Connect and on the
+//! control path only.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::controller::Controllers;
+use super::identify::{self, DiscoveryEntry};
+use super::nqn;
+use crate::export::{Exports, Protocol};
+
+/// Most I/O queues a controller gets (Number of Queues).
+const MAX_IO_QUEUES: u32 = 64;
+
+/// The target's shared state.
+pub struct Target {
+    /// The exports (the NVMe-oF ones are its subsystems).
+    pub exports: Arc<Exports>,
+    /// Its controllers.
+    pub controllers: Controllers,
+    listeners: Mutex<Vec<SocketAddr>>,
+    /// Connections beyond which hosts are refused (0: no limit).
+    pub(super) max_connections: usize,
+    pub(super) next: AtomicUsize,
+    connections: AtomicUsize,
+    pdu_errors: AtomicU64,
+    command_errors: AtomicU64,
+}
+
+impl Target {
+    /// A target over `exports`.
+    pub fn new(exports: Arc<Exports>, max_connections: usize) -> Arc<Target> {
+        Arc::new(Target {
+            exports,
+            controllers: Controllers::default(),
+            listeners: Mutex::new(Vec::new()),
+            max_connections,
+            next: AtomicUsize::new(0),
+            connections: AtomicUsize::new(0),
+            pdu_errors: AtomicU64::new(0),
+            command_errors: AtomicU64::new(0),
+        })
+    }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    /// Connections ended by a malformed PDU, since start.
+    pub fn pdu_errors(&self) -> u64 {
+        self.pdu_errors.load(Ordering::Relaxed)
+    }
+
+    /// Commands answered with an error status, since start.
+    pub fn command_errors(&self) -> u64 {
+        self.command_errors.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn connection_opened(&self) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn connection_closed(&self) {
+        self.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn pdu_error(&self) {
+        self.pdu_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn command_error(&self) {
+        self.command_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn max_io_queues(&self) -> u32 {
+        MAX_IO_QUEUES
+    }
+
+    /// The discovery log: every NVMe-oF share at every listener, and this
+    /// discovery subsystem itself.
+    pub(super) fn discovery_log(&self) -> Vec<u8> {
+        let listeners = self
+            .listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let shares = self.exports.shares(Protocol::Nvmf);
+        let nqns: Vec<(String, u8)> = std::iter::once((nqn::DISCOVERY_NQN.to_string(), 3))
+            .chain(shares.iter().map(|s| (nqn::nqn_of(&s.name), 2)))
+            .collect();
+        let addrs: Vec<(String, u16, bool, u16)> = listeners
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (a.ip().to_string(), a.port(), a.is_ipv6(), i as u16 + 1))
+            .collect();
+        let mut entries = Vec::new();
+        for (subnqn, subtype) in &nqns {
+            for (traddr, port, ipv6, portid) in &addrs {
+                entries.push(DiscoveryEntry {
+                    subnqn,
+                    traddr,
+                    port: *port,
+                    ipv6: *ipv6,
+                    subtype: *subtype,
+                    portid: *portid,
+                });
+            }
+        }
+        identify::discovery_log(1, &entries)
+    }
+
+    /// The URI hosts connect to share `name` with, at the first listener.
+    pub fn uri(&self, name: &str) -> Option<String> {
+        let l = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+        l.first().map(|a| Protocol::Nvmf.uri(&a.to_string(), name))
+    }
+
+    /// Records a listener's address, for the discovery log and URIs.
+    pub(super) fn listening_at(&self, a: SocketAddr) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(a);
+    }
+}
