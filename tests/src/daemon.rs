@@ -157,6 +157,14 @@ impl Daemon {
         if !chooses_nbd_addr(&args, env) {
             cmd.args(["--nbd-addr", "127.0.0.1:0"]);
         }
+        // The same for NVMe/TCP's default port (4420).
+        if !args
+            .iter()
+            .any(|a| a.to_str().is_some_and(|a| a.starts_with("--nvmf-addr")))
+            && !env.iter().any(|(k, _)| *k == "IO_ENGINE_NVMF_ADDR")
+        {
+            cmd.args(["--nvmf-addr", "127.0.0.1:0"]);
+        }
         cmd.args(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -195,6 +203,18 @@ impl Daemon {
             log,
             exited: None,
         }
+    }
+
+    /// The first NVMe/TCP listening address, from the serving line.
+    pub fn nvmf_addr(&self) -> SocketAddr {
+        let log = self
+            .log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        log.lines()
+            .find_map(serving_nvmf_address)
+            .expect("the serving line names an NVMe/TCP address")
     }
 
     /// The daemon's process id.
@@ -492,6 +512,17 @@ pub fn serving_nbd_address(line: &str) -> Option<SocketAddr> {
         return None;
     }
     fields["nbd"].as_str()?.parse().ok()
+}
+
+/// The first `nvmf` address of a JSON `io-engine serving` log line;
+/// `None` for any other line, or a serving line without one.
+pub fn serving_nvmf_address(line: &str) -> Option<SocketAddr> {
+    let event = serde_json::from_str::<serde_json::Value>(line).ok()?;
+    let fields = &event["fields"];
+    if fields["message"] != "io-engine serving" {
+        return None;
+    }
+    fields["nvmf"].as_str()?.split(',').next()?.parse().ok()
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 
 pub mod daemon;
 pub mod http;
+pub mod nvmf;
 pub mod tools;
 
 use std::collections::BTreeMap;

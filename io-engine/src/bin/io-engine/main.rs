@@ -302,7 +302,12 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         grpc = %bound(&grpc, args.grpc_addr),
         metrics = %bound(&metrics, args.metrics_addr),
         nbd = %bound(&nbd, args.nbd_addr),
-        nvmf = ?nvmf.iter().filter_map(|l| l.local_addr().ok()).collect::<Vec<_>>(),
+        nvmf = nvmf
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
         devices = args.bdevs.len(),
         "io-engine serving"
     );

@@ -1,0 +1,381 @@
+//! End-to-end tests of the daemon's NVMe/TCP target: the release
+//! `io-engine` sharing malloc devices on 127.0.0.1 (kernel-chosen port),
+//! driven PDU by PDU by the test library's host (`io_engine_tests::nvmf`):
+//! the Connect sequence a host runs, Identify, reads and writes (in the
+//! capsule and through R2T, with and without digests, data checked),
+//! Write Zeroes, Dataset Management, the discovery log, the statuses of
+//! wrong commands, and the malformed PDUs that end a connection with a
+//! C2HTermReq (and disturb no other connection).
+//!
+//! Every test starts its own daemon, killed when the test ends; every
+//! socket has timeouts.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use io_engine_tests::daemon::Daemon;
+use io_engine_tests::nvmf::{CC_ENABLE, Cqe, DISCOVERY_NQN, HOST_NQN, Host, Sqe, crc32c, nqn_of};
+
+const BS: usize = 4096;
+/// The device: 64 MiB of 4 KiB blocks.
+const BLOCKS: u64 = 16384;
+
+fn start() -> Daemon {
+    Daemon::start_quiet([
+        "--bdev",
+        "malloc:///m0?size_mb=64&blk_size=4096",
+        "--share",
+        "m0:nvmf",
+    ])
+}
+
+/// An admin queue (enabled) and one I/O queue to `m0`.
+fn connect(addr: SocketAddr, digests: (bool, bool)) -> (Host, Host, u16) {
+    let (mut admin, cqe) = Host::admin(addr, &nqn_of("m0"), 0).unwrap();
+    assert_eq!(cqe.status(), 0, "admin Connect");
+    let cntlid = cqe.dw0() as u16;
+    assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
+    assert_eq!(
+        admin.get_property(0x1C, false).unwrap() & 1,
+        1,
+        "CSTS.RDY follows CC.EN"
+    );
+    let mut io = Host::tcp(addr).unwrap();
+    io.ic(digests.0, digests.1).unwrap();
+    assert_eq!(io.digests, digests, "the digests asked for are on");
+    let cqe = io
+        .connect(1, 127, cntlid, &nqn_of("m0"), HOST_NQN, 0)
+        .unwrap();
+    assert_eq!(cqe.status(), 0, "I/O queue Connect");
+    (admin, io, cntlid)
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn write(io: &mut Host, slba: u64, data: &[u8]) -> Cqe {
+    let nlb = (data.len() / BS) as u32;
+    let sqe = Sqe::rw(0x01, slba, nlb);
+    if data.len() <= 8192 {
+        io.exec(sqe, data, &[]).unwrap().0
+    } else {
+        let sqe = sqe.bytes(32, &(data.len() as u32).to_le_bytes());
+        io.exec(sqe, &[], data).unwrap().0
+    }
+}
+
+fn read(io: &mut Host, slba: u64, nlb: u32) -> (Cqe, Vec<u8>) {
+    let sqe = Sqe::rw(0x02, slba, nlb).bytes(32, &(nlb * BS as u32).to_le_bytes());
+    io.exec(sqe, &[], &[]).unwrap()
+}
+
+#[test]
+fn a_host_connects_identifies_writes_and_reads_back() {
+    let d = start();
+    let (mut admin, mut io, cntlid) = connect(d.nvmf_addr(), (false, false));
+
+    // Identify Controller: its CNTLID is the one Connect returned.
+    let (cqe, ctrl) = admin
+        .read_admin(Sqe::new(0x06, 0).cdw(10, 1), 4096)
+        .unwrap();
+    assert_eq!(cqe.status(), 0);
+    assert_eq!(u16::from_le_bytes([ctrl[78], ctrl[79]]), cntlid);
+    assert_eq!(ctrl[77], 5, "MDTS 128 KiB");
+    assert_eq!(
+        &ctrl[768..768 + nqn_of("m0").len()],
+        nqn_of("m0").as_bytes()
+    );
+    // Identify Namespace: the device's size.
+    let (cqe, ns) = admin
+        .read_admin(Sqe::new(0x06, 1).cdw(10, 0), 4096)
+        .unwrap();
+    assert_eq!(cqe.status(), 0);
+    assert_eq!(u64::from_le_bytes(ns[0..8].try_into().unwrap()), BLOCKS);
+    assert_eq!(ns[130], 12, "4 KiB blocks");
+
+    // 4 KiB in the capsule, 128 KiB through R2T; read back.
+    let small = pattern(1, BS);
+    assert_eq!(write(&mut io, 10, &small).status(), 0);
+    let big = pattern(2, 32 * BS);
+    assert_eq!(write(&mut io, 100, &big).status(), 0);
+    let (cqe, got) = read(&mut io, 10, 1);
+    assert_eq!((cqe.status(), &got[..]), (0, &small[..]));
+    let (cqe, got) = read(&mut io, 100, 32);
+    assert_eq!(cqe.status(), 0);
+    assert!(got == big, "128 KiB read back as written");
+
+    // Write Zeroes, then the blocks read as zeroes.
+    let wz = Sqe::new(0x08, 1).cdw(10, 100).cdw(12, 3);
+    assert_eq!(io.exec(wz, &[], &[]).unwrap().0.status(), 0);
+    let (_, got) = read(&mut io, 100, 4);
+    assert!(got.iter().all(|&b| b == 0), "zeroed blocks read as zeroes");
+    let (_, got) = read(&mut io, 104, 1);
+    assert_eq!(got, big[4 * BS..5 * BS], "the block after is untouched");
+
+    // Dataset Management, deallocate two ranges; flush.
+    let mut ranges = vec![0u8; 32];
+    ranges[4..8].copy_from_slice(&1u32.to_le_bytes());
+    ranges[8..16].copy_from_slice(&10u64.to_le_bytes());
+    ranges[20..24].copy_from_slice(&2u32.to_le_bytes());
+    ranges[24..32].copy_from_slice(&110u64.to_le_bytes());
+    let dsm = Sqe::new(0x09, 1).cdw(10, 1).cdw(11, 4);
+    assert_eq!(io.exec(dsm, &ranges, &[]).unwrap().0.status(), 0);
+    let (_, got) = read(&mut io, 10, 1);
+    assert!(
+        got.iter().all(|&b| b == 0),
+        "deallocated blocks read as zeroes"
+    );
+    assert_eq!(io.exec(Sqe::new(0x00, 1), &[], &[]).unwrap().0.status(), 0);
+
+    // Statuses: LBA out of range, invalid opcode, wrong namespace.
+    let (cqe, _) = read(&mut io, BLOCKS - 1, 2);
+    assert_eq!(cqe.status(), 0x080, "LBA Out of Range");
+    assert_eq!(
+        io.exec(Sqe::new(0x7E, 1), &[], &[]).unwrap().0.status(),
+        0x001
+    );
+    let (cqe, _) = io
+        .exec(
+            Sqe::rw(0x02, 0, 1)
+                .bytes(4, &2u32.to_le_bytes())
+                .bytes(32, &4096u32.to_le_bytes()),
+            &[],
+            &[],
+        )
+        .unwrap();
+    assert_eq!(cqe.status(), 0x00B, "Invalid Namespace");
+    assert_eq!(
+        admin.exec(Sqe::new(0xC5, 0), &[], &[]).unwrap().0.status(),
+        0x001
+    );
+    // Keep Alive answers; Abort says "not aborted".
+    assert_eq!(
+        admin.exec(Sqe::new(0x18, 0), &[], &[]).unwrap().0.status(),
+        0
+    );
+    let (cqe, _) = admin.exec(Sqe::new(0x08, 0), &[], &[]).unwrap();
+    assert_eq!((cqe.status(), cqe.dw0() & 1), (0, 1));
+}
+
+#[test]
+fn digests_protect_headers_and_data() {
+    let d = start();
+    let (_admin, mut io, _) = connect(d.nvmf_addr(), (true, true));
+    let data = pattern(7, 16 * BS);
+    assert_eq!(write(&mut io, 0, &data).status(), 0);
+    let (cqe, got) = read(&mut io, 0, 16);
+    assert_eq!(cqe.status(), 0);
+    assert!(got == data);
+    // A capsule whose data digest is wrong: Transient Transport Error.
+    let mut sqe = Sqe::rw(0x01, 0, 1);
+    sqe.0[2] = 0x77;
+    sqe.0[32..36].copy_from_slice(&4096u32.to_le_bytes());
+    sqe.0[39] = 0x01;
+    let mut pdu = io.capsule(&sqe, &pattern(9, BS));
+    let n = pdu.len();
+    pdu[n - 1] ^= 0xFF;
+    io.send(&pdu).unwrap();
+    let resp = io.recv().unwrap();
+    assert_eq!(resp.kind, 0x05);
+    let cqe = Cqe(resp.bytes[8..24].try_into().unwrap());
+    assert_eq!(cqe.status(), 0x022);
+    let (_, got) = read(&mut io, 0, 1);
+    assert_eq!(got, data[..BS], "the corrupted write was not executed");
+    // A header digest that does not match ends the connection: FES 3.
+    let mut pdu = io.capsule(&Sqe::rw(0x02, 0, 1), &[]);
+    pdu[72] ^= 1;
+    io.send(&pdu).unwrap();
+    let term = io.recv().unwrap();
+    assert_eq!((term.kind, term.u16_at(8)), (0x03, 3));
+    assert!(io.closed());
+}
+
+#[test]
+fn the_discovery_log_lists_the_share() {
+    let d = start();
+    let addr = d.nvmf_addr();
+    let (mut disc, cqe) = Host::admin(addr, DISCOVERY_NQN, 0).unwrap();
+    assert_eq!(cqe.status(), 0);
+    let (cqe, ctrl) = disc.read_admin(Sqe::new(0x06, 0).cdw(10, 1), 4096).unwrap();
+    assert_eq!(cqe.status(), 0);
+    assert_eq!(ctrl[111], 2, "a discovery controller");
+    let numd = (3072 / 4 - 1) as u32;
+    let (cqe, log) = disc
+        .read_admin(Sqe::new(0x02, 0).cdw(10, 0x70 | numd << 16), 3072)
+        .unwrap();
+    assert_eq!(cqe.status(), 0);
+    assert_eq!(u64::from_le_bytes(log[8..16].try_into().unwrap()), 2);
+    let entry = &log[2048..3072];
+    assert_eq!(entry[0], 3, "TCP");
+    assert_eq!(entry[2], 2, "an NVM subsystem");
+    assert_eq!(
+        &entry[256..256 + nqn_of("m0").len()],
+        nqn_of("m0").as_bytes()
+    );
+    assert_eq!(
+        std::str::from_utf8(&entry[32..64]).unwrap().trim(),
+        addr.port().to_string()
+    );
+    assert_eq!(
+        std::str::from_utf8(&entry[512..768]).unwrap().trim(),
+        "127.0.0.1"
+    );
+}
+
+#[test]
+fn connects_that_cannot_be_served_get_their_status() {
+    let d = start();
+    let addr = d.nvmf_addr();
+    // An NQN nobody shares: Connect Invalid Parameters, on the data's
+    // SUBNQN field.
+    let (_, cqe) = Host::admin(addr, &nqn_of("nope"), 0).unwrap();
+    assert_eq!(cqe.status(), 0x182);
+    assert_eq!(cqe.dw0() >> 16, 256);
+    // An I/O queue of a controller that is not enabled: Command Sequence
+    // Error; of an unknown controller: invalid parameters (CNTLID).
+    let (_admin, cqe) = Host::admin(addr, &nqn_of("m0"), 0).unwrap();
+    let cntlid = cqe.dw0() as u16;
+    let mut io = Host::tcp(addr).unwrap();
+    io.ic(false, false).unwrap();
+    let cqe = io
+        .connect(1, 31, cntlid, &nqn_of("m0"), HOST_NQN, 0)
+        .unwrap();
+    assert_eq!(cqe.status(), 0x00C);
+    let cqe = io
+        .connect(1, 31, cntlid.wrapping_add(100), &nqn_of("m0"), HOST_NQN, 0)
+        .unwrap();
+    assert_eq!((cqe.status(), cqe.dw0() >> 16), (0x182, 16));
+    // A queue larger than MQES: invalid parameters (SQSIZE).
+    let mut big = Host::tcp(addr).unwrap();
+    big.ic(false, false).unwrap();
+    let cqe = big
+        .connect(0, 1000, 0xFFFF, &nqn_of("m0"), HOST_NQN, 0)
+        .unwrap();
+    assert_eq!((cqe.status(), cqe.dw0() >> 16), (0x182, 44));
+}
+
+/// Sends `pdu` on a fresh connection (after ICReq when `after_ic`) and
+/// returns the C2HTermReq's FES and FEI; the connection must then close.
+fn terminated_by(addr: SocketAddr, after_ic: bool, pdu: &[u8]) -> (u16, u32) {
+    let mut h = Host::tcp(addr).unwrap();
+    if after_ic {
+        h.ic(false, false).unwrap();
+    }
+    h.send(pdu).unwrap();
+    let term = h.recv().unwrap();
+    assert_eq!(term.kind, 0x03, "a C2HTermReq, for {pdu:?}");
+    assert!(h.closed(), "the connection closes after its C2HTermReq");
+    (term.u16_at(8), term.u32_at(10))
+}
+
+#[test]
+fn malformed_pdus_end_their_connection_and_no_other() {
+    let d = start();
+    let addr = d.nvmf_addr();
+    let (_admin, mut io, _) = connect(addr, (false, false));
+    let data = pattern(3, BS);
+    assert_eq!(write(&mut io, 5, &data).status(), 0);
+
+    // A capsule with a wrong HLEN: invalid header field at byte 2.
+    let mut bad = vec![4u8, 0, 70, 0, 70, 0, 0, 0];
+    bad.resize(70, 0);
+    assert_eq!(terminated_by(addr, true, &bad), (1, 2));
+    // A PDU type hosts never send.
+    let mut c2h = vec![7u8, 0, 24, 24, 28, 0, 0, 0];
+    c2h.resize(28, 0);
+    assert_eq!(terminated_by(addr, true, &c2h).0, 1);
+    // A capsule before ICReq: PDU sequence error.
+    let h = Host::tcp(addr).unwrap();
+    let cap = h.capsule(&Sqe::new(0x18, 0), &[]);
+    assert_eq!(terminated_by(addr, false, &cap).0, 2);
+    // PDO inside the header.
+    let mut pdo = Host::tcp(addr)
+        .unwrap()
+        .capsule(&Sqe::rw(0x01, 0, 1), &[0u8; 16]);
+    pdo[3] = 8;
+    assert_eq!(terminated_by(addr, true, &pdo), (1, 3));
+    // A PLEN beyond what the connection takes.
+    let huge = [4u8, 0, 72, 72, 0, 0, 0, 0x10];
+    assert_eq!(terminated_by(addr, true, &huge), (1, 4));
+    // An ICReq with PFV 1: unsupported.
+    let mut ic = vec![0u8; 128];
+    ic[..8].copy_from_slice(&[0, 0, 128, 0, 128, 0, 0, 0]);
+    ic[8] = 1;
+    assert_eq!(terminated_by(addr, false, &ic).0, 1);
+
+    // H2CData with a transfer tag the target never gave, and data beyond
+    // the R2T's window.
+    {
+        let (_a, mut w, _) = connect(addr, (false, false));
+        let stray = w.h2c_data(1, 99, 0, &[0u8; 512], true);
+        w.send(&stray).unwrap();
+        let term = w.recv().unwrap();
+        assert_eq!((term.kind, term.u16_at(8)), (0x03, 1));
+        assert!(w.closed());
+    }
+    {
+        let (_a, mut w, _) = connect(addr, (false, false));
+        let mut sqe = Sqe::rw(0x01, 0, 2);
+        sqe.0[2] = 9;
+        sqe.0[32..36].copy_from_slice(&8192u32.to_le_bytes());
+        sqe.0[39] = 0x5A;
+        let pdu = w.capsule(&sqe, &[]);
+        w.send(&pdu).unwrap();
+        let r2t = w.recv().unwrap();
+        assert_eq!((r2t.kind, r2t.u32_at(16)), (0x09, 8192));
+        let ttag = r2t.u16_at(10);
+        let over = w.h2c_data(9, ttag, 0, &[0u8; 12288], true);
+        w.send(&over).unwrap();
+        let term = w.recv().unwrap();
+        assert_eq!((term.kind, term.u16_at(8)), (0x03, 5));
+        assert!(w.closed());
+    }
+
+    // The first connection never noticed.
+    let (cqe, got) = read(&mut io, 5, 1);
+    assert_eq!((cqe.status(), got), (0, data));
+}
+
+#[test]
+fn a_controller_whose_keep_alive_expires_is_torn_down() {
+    let d = start();
+    let addr = d.nvmf_addr();
+    let (mut admin, cqe) = Host::admin(addr, &nqn_of("m0"), 1000).unwrap();
+    let cntlid = cqe.dw0() as u16;
+    assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
+    let mut io = Host::tcp(addr).unwrap();
+    io.ic(false, false).unwrap();
+    assert_eq!(
+        io.connect(1, 31, cntlid, &nqn_of("m0"), HOST_NQN, 0)
+            .unwrap()
+            .status(),
+        0
+    );
+    // Keep alive for 1.5 s: still there.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(1500) {
+        assert_eq!(
+            admin.exec(Sqe::new(0x18, 0), &[], &[]).unwrap().0.status(),
+            0
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(read(&mut io, 0, 1).0.status(), 0);
+    // Then silence: both queues close within the timeout (plus a round).
+    let t1 = Instant::now();
+    assert!(admin.closed(), "the admin queue closes");
+    assert!(io.closed(), "its I/O queue closes");
+    assert!(
+        t1.elapsed() < Duration::from_secs(4),
+        "closed after {:?}",
+        t1.elapsed()
+    );
+}
+
+#[test]
+fn crc32c_of_the_test_host_matches_the_check_value() {
+    assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+}
