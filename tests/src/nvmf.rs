@@ -183,7 +183,7 @@ impl Host {
         let mut ch = [0u8; 8];
         self.sock.read_exact(&mut ch)?;
         let plen = u32::from_le_bytes(ch[4..8].try_into().unwrap()) as usize;
-        if plen < 8 || plen > 64 << 20 {
+        if !(8..=64 << 20).contains(&plen) {
             return Err(io::Error::other(format!("PLEN {plen}")));
         }
         let mut bytes = ch.to_vec();
