@@ -91,7 +91,7 @@ pub(crate) enum Command {
     /// Describe the running engine.
     #[command(subcommand, arg_required_else_help = true)]
     Engine(EngineCommand),
-    /// List the devices shared over NBD.
+    /// List the shared devices (NBD and NVMe/TCP).
     #[command(subcommand, arg_required_else_help = true)]
     Export(ExportCommand),
     /// Describe the accel framework: modules, assignments, counters.
@@ -146,6 +146,9 @@ pub(crate) enum BdevCommand {
     Share {
         /// Device name.
         name: String,
+        /// The protocol: `nbd` or `nvmf` (NVMe/TCP).
+        #[arg(long, default_value = "nbd", value_parser = ["nbd", "nvmf"])]
+        protocol: String,
         /// Refuse writes, trims and write-zeroes.
         #[arg(long)]
         read_only: bool,

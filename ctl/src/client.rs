@@ -129,10 +129,15 @@ impl Client {
     }
 
     /// `ExportService.Share` over NBD.
-    pub(crate) async fn share(&mut self, bdev: &str, read_only: bool) -> Result<Export, CtlError> {
+    pub(crate) async fn share(
+        &mut self,
+        bdev: &str,
+        protocol: &str,
+        read_only: bool,
+    ) -> Result<Export, CtlError> {
         let request = ShareRequest {
             bdev: bdev.to_owned(),
-            protocol: "nbd".into(),
+            protocol: protocol.to_owned(),
             read_only,
         };
         self.target

@@ -43,8 +43,12 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
                 let r = client.list_bdevs().await?;
                 printer.show(&r, || render::bdev_list(&r.bdevs))
             }
-            BdevCommand::Share { name, read_only } => {
-                let e = client.share(name, *read_only).await?;
+            BdevCommand::Share {
+                name,
+                protocol,
+                read_only,
+            } => {
+                let e = client.share(name, protocol, *read_only).await?;
                 printer.show(&e, || format!("{}\n", e.uri))
             }
             BdevCommand::Unshare { name } => {
