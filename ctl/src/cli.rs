@@ -149,6 +149,10 @@ pub(crate) enum BdevCommand {
         /// The protocol: `nbd` or `nvmf` (NVMe/TCP).
         #[arg(long, default_value = "nbd", value_parser = ["nbd", "nvmf"])]
         protocol: String,
+        /// NVMe-oF: a host NQN allowed to connect; repeat for more (none:
+        /// any host).
+        #[arg(long = "allowed-host", value_name = "NQN")]
+        allowed_hosts: Vec<String>,
         /// Refuse writes, trims and write-zeroes.
         #[arg(long)]
         read_only: bool,

@@ -134,10 +134,12 @@ impl Client {
         bdev: &str,
         protocol: &str,
         read_only: bool,
+        allowed_hosts: &[String],
     ) -> Result<Export, CtlError> {
         let request = ShareRequest {
             bdev: bdev.to_owned(),
             protocol: protocol.to_owned(),
+            allowed_hosts: allowed_hosts.to_vec(),
             read_only,
         };
         self.target

@@ -46,9 +46,12 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
             BdevCommand::Share {
                 name,
                 protocol,
+                allowed_hosts,
                 read_only,
             } => {
-                let e = client.share(name, protocol, *read_only).await?;
+                let e = client
+                    .share(name, protocol, *read_only, allowed_hosts)
+                    .await?;
                 printer.show(&e, || format!("{}\n", e.uri))
             }
             BdevCommand::Unshare { name } => {

@@ -143,7 +143,24 @@ pub(crate) fn export_list(exports: &[Export]) -> String {
             e.uri.clone(),
         ]);
     }
-    t.render()
+    let mut out = t.render();
+    // NVMe-oF: who may connect, and the controllers connected.
+    for e in exports {
+        if !e.allowed_hosts.is_empty() {
+            out.push_str(&format!(
+                "{}: allowed hosts {}\n",
+                e.bdev,
+                e.allowed_hosts.join(", ")
+            ));
+        }
+        for c in &e.controllers {
+            out.push_str(&format!(
+                "{}: controller {} host {} ({} I/O queues)\n",
+                e.bdev, c.cntlid, c.host_nqn, c.io_queues
+            ));
+        }
+    }
+    out
 }
 
 /// Cumulative IO counters: a row per device and operation type; the IOs in

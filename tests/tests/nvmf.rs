@@ -178,9 +178,17 @@ fn copy(io: &mut Host, sdlba: u64, ranges: &[(u64, u16)]) -> Cqe {
 fn copy_moves_ranges_inside_the_device_within_its_limits() {
     let d = start();
     let (mut admin, mut io, _) = connect(d.nvmf_addr(), (false, false));
-    let (_, ctrl) = admin.read_admin(Sqe::new(0x06, 0).cdw(10, 1), 4096).unwrap();
-    assert_ne!(u16::from_le_bytes([ctrl[520], ctrl[521]]) & (1 << 8), 0, "ONCS: Copy");
-    let (_, ns) = admin.read_admin(Sqe::new(0x06, 1).cdw(10, 0), 4096).unwrap();
+    let (_, ctrl) = admin
+        .read_admin(Sqe::new(0x06, 0).cdw(10, 1), 4096)
+        .unwrap();
+    assert_ne!(
+        u16::from_le_bytes([ctrl[520], ctrl[521]]) & (1 << 8),
+        0,
+        "ONCS: Copy"
+    );
+    let (_, ns) = admin
+        .read_admin(Sqe::new(0x06, 1).cdw(10, 0), 4096)
+        .unwrap();
     let mssrl = u16::from_le_bytes([ns[74], ns[75]]);
     let mcl = u32::from_le_bytes(ns[76..80].try_into().unwrap());
     let msrc = ns[80] as usize + 1;
@@ -193,14 +201,25 @@ fn copy_moves_ranges_inside_the_device_within_its_limits() {
     assert_eq!(copy(&mut io, 1000, &[(200, 8), (300, 3)]).status(), 0);
     let (cqe, got) = read(&mut io, 1000, 11);
     assert_eq!(cqe.status(), 0);
-    assert!(got[..8 * BS] == a[..] && got[8 * BS..] == b[..], "the ranges landed in order");
+    assert!(
+        got[..8 * BS] == a[..] && got[8 * BS..] == b[..],
+        "the ranges landed in order"
+    );
     let stats = d.ctl_json(&["stats", "io", "m0"]);
     let c = &stats["stats"][0]["copy"];
-    assert_eq!((c["ops"].as_u64(), c["bytes"].as_u64()), (Some(2), Some(11 * BS as u64)), "{stats}");
+    assert_eq!(
+        (c["ops"].as_u64(), c["bytes"].as_u64()),
+        (Some(2), Some(11 * BS as u64)),
+        "{stats}"
+    );
 
     // Beyond the limits: Command Size Limit Exceeded; a range past the
     // end: LBA Out of Range; a range over its destination: Invalid Field.
-    assert_eq!(copy(&mut io, 2000, &[(0, 256), (300, 1)]).status(), 0, "MSSRL itself is fine");
+    assert_eq!(
+        copy(&mut io, 2000, &[(0, 256), (300, 1)]).status(),
+        0,
+        "MSSRL itself is fine"
+    );
     assert_eq!(copy(&mut io, 5000, &[(0, 256); 17]).status(), 0x183, "MCL");
     let many: Vec<(u64, u16)> = (0..129).map(|i| (i, 1)).collect();
     assert_eq!(copy(&mut io, 9000, &many).status(), 0x183, "MSRC");
@@ -428,4 +447,91 @@ fn a_controller_whose_keep_alive_expires_is_torn_down() {
 #[test]
 fn crc32c_of_the_test_host_matches_the_check_value() {
     assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+}
+
+#[test]
+fn allowed_hosts_are_kept_and_the_export_list_shows_controllers() {
+    let d = Daemon::start_quiet(["--bdev", "malloc:///m0?size_mb=64&blk_size=4096"]);
+    let addr = d.nvmf_addr();
+    let allowed = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-0000000000aa";
+    let uri = d.ctl_ok(&[
+        "bdev",
+        "share",
+        "m0",
+        "--protocol",
+        "nvmf",
+        "--allowed-host",
+        allowed,
+    ]);
+    assert_eq!(uri.trim(), format!("nvmf://{addr}/{}", nqn_of("m0")));
+    // Allowed hosts are NQNs, for NVMe-oF only.
+    let out = d.ctl(["bdev", "share", "m0", "--allowed-host", allowed]);
+    assert!(!out.status.success());
+
+    // Another host: Connect Invalid Host, on the data's HOSTNQN.
+    let mut h = Host::tcp(addr).unwrap();
+    h.ic(false, false).unwrap();
+    let cqe = h
+        .connect(0, 31, 0xFFFF, &nqn_of("m0"), HOST_NQN, 0)
+        .unwrap();
+    assert_eq!((cqe.status(), cqe.dw0() >> 16), (0x184, 512));
+    // The allowed one connects; the list shows its controller and queue.
+    let mut admin = Host::tcp(addr).unwrap();
+    admin.ic(false, false).unwrap();
+    let cqe = admin
+        .connect(0, 31, 0xFFFF, &nqn_of("m0"), allowed, 0)
+        .unwrap();
+    assert_eq!(cqe.status(), 0);
+    let cntlid = cqe.dw0() as u16;
+    assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
+    let mut io = Host::tcp(addr).unwrap();
+    io.ic(false, false).unwrap();
+    assert_eq!(
+        io.connect(1, 31, cntlid, &nqn_of("m0"), allowed, 0)
+            .unwrap()
+            .status(),
+        0
+    );
+    let list = d.ctl_json(&["export", "list"]);
+    let e = &list["exports"][0];
+    assert_eq!(e["protocol"], "nvmf", "{list}");
+    assert_eq!(e["allowed_hosts"][0], allowed, "{list}");
+    assert_eq!(e["connections"], 1, "{list}");
+    assert_eq!(e["controllers"][0]["cntlid"], cntlid as u64, "{list}");
+    assert_eq!(e["controllers"][0]["host_nqn"], allowed, "{list}");
+    assert_eq!(e["controllers"][0]["io_queues"], 1, "{list}");
+    let text = d.ctl_ok(&["export", "list"]);
+    assert!(
+        text.contains(&format!(
+            "m0: controller {cntlid} host {allowed} (1 I/O queues)"
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_connection_that_never_connects_is_closed_after_the_deadline() {
+    let d = start();
+    let addr = d.nvmf_addr();
+    let t0 = Instant::now();
+    let mut silent = Host::tcp(addr).unwrap();
+    let mut half = Host::tcp(addr).unwrap();
+    half.ic(false, false).unwrap();
+    silent
+        .sock
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    half.sock
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    assert!(silent.closed(), "a silent socket is closed");
+    assert!(half.closed(), "a socket that stopped after ICReq is closed");
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_secs(9) && took < Duration::from_secs(14),
+        "{took:?}"
+    );
+    // Hosts that connect are not affected.
+    let (_admin, mut io, _) = connect(addr, (false, false));
+    assert_eq!(read(&mut io, 0, 1).0.status(), 0);
 }

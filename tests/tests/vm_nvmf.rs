@@ -89,11 +89,19 @@ exit $status"
     );
     assert_eq!(u(&ctrl["mdts"]), 5, "{ctrl}");
     assert_eq!(ctrl["subnqn"], nqn.as_str(), "{ctrl}");
-    assert_eq!(u(&ctrl["oncs"]) & 0x10C, 0x10C, "Write Zeroes, DSM and Copy: {ctrl}");
+    assert_eq!(
+        u(&ctrl["oncs"]) & 0x10C,
+        0x10C,
+        "Write Zeroes, DSM and Copy: {ctrl}"
+    );
     let ns: Value = serde_json::from_str(&out.between("ID-NS", "NS-END"))
         .unwrap_or_else(|e| panic!("no id-ns JSON ({e}): {out}"));
     assert_eq!(u(&ns["nsze"]), 16384, "{ns}");
-    assert_eq!((u(&ns["mssrl"]), u(&ns["mcl"]), u(&ns["msrc"])), (256, 4096, 127), "{ns}");
+    assert_eq!(
+        (u(&ns["mssrl"]), u(&ns["mcl"]), u(&ns["msrc"])),
+        (256, 4096, 127),
+        "{ns}"
+    );
     let uuid = d.ctl_json(&["bdev", "list"])["bdevs"][0]["uuid"]
         .as_str()
         .expect("the device's UUID")
@@ -124,7 +132,10 @@ exit $status"
     }
     assert_eq!(written, 24 << 20, "{report}");
     assert!(out.console.contains("discarded-reads-zero"), "{out}");
-    assert!(out.console.contains("copy-checked"), "nvme copy moved the data: {out}");
+    assert!(
+        out.console.contains("copy-checked"),
+        "nvme copy moved the data: {out}"
+    );
 
     let stats = d.ctl_json(&["stats", "io", "m0"]);
     let s = &stats["stats"][0];

@@ -4,6 +4,7 @@
 //! Thread: the control-plane runtime's workers.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use io_engine_api::v1 as pb;
 use tonic::{Request, Response, Status};
@@ -25,12 +26,27 @@ impl ExportService {
     }
 
     fn message(&self, s: ShareInfo) -> pb::Export {
+        let controllers = self
+            .engine
+            .nvmf()
+            .controllers
+            .all()
+            .into_iter()
+            .filter(|c| c.export.as_deref() == Some(s.name.as_str()))
+            .map(|c| pb::NvmfController {
+                cntlid: c.cntlid as u32,
+                host_nqn: c.hostnqn.clone(),
+                io_queues: c.connected_io_queues.load(Ordering::Relaxed),
+            })
+            .collect();
         pb::Export {
             uri: self.engine.uri(s.protocol, &s.name),
             bdev: s.name,
             protocol: s.protocol.as_str().into(),
             read_only: s.read_only,
             connections: s.connections as u32,
+            allowed_hosts: s.allowed_hosts,
+            controllers,
         }
     }
 }
@@ -41,13 +57,28 @@ impl pb::export_service_server::ExportService for ExportService {
         let r = req.into_inner();
         let Some(protocol) = Protocol::from_name(&r.protocol) else {
             return Err(status::invalid(format!(
-                "unknown protocol {:?}: this engine exports over nbd",
+                "unknown protocol {:?}: this engine exports over nbd and nvmf",
                 r.protocol
             )));
         };
+        if !r.allowed_hosts.is_empty() && protocol != Protocol::Nvmf {
+            return Err(status::invalid(
+                "allowed hosts are host NQNs: NVMe-oF shares only (protocol nvmf)",
+            ));
+        }
+        if let Some(h) = r
+            .allowed_hosts
+            .iter()
+            .find(|h| !h.starts_with("nqn.") || h.len() > 223)
+        {
+            return Err(status::invalid(format!(
+                "allowed host {:?} is not an NQN (nqn. and at most 223 bytes)",
+                h.chars().take(64).collect::<String>()
+            )));
+        }
         let share = self
             .engine
-            .share(&r.bdev, protocol, r.read_only)
+            .share(&r.bdev, protocol, r.read_only, r.allowed_hosts)
             .map_err(status::export)?;
         Ok(Response::new(self.message(share)))
     }

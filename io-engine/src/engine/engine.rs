@@ -8,6 +8,7 @@ use crate::accel::Accel;
 use crate::bdev::{BdevError, BdevRegistry, IoPoolConfig};
 use crate::export::Dispatch;
 use crate::export::nbd::NbdCounters;
+use crate::export::nvmf;
 use crate::export::{ExportError, Exports, Protocol, RELEASE_WAIT, ShareInfo};
 use crate::reactor::Reactors;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ pub struct Engine {
     accel: Arc<Accel>,
     exports: Arc<Exports>,
     nbd: Arc<NbdCounters>,
+    nvmf: Arc<nvmf::Target>,
     nbd_addr: std::sync::OnceLock<String>,
     nvmf_addr: std::sync::OnceLock<String>,
     started: Instant,
@@ -41,8 +43,10 @@ impl Engine {
             accel.clone(),
         )?);
         let reactors = Reactors::start(&config.cores, config.poll_mode)?;
+        let exports = Exports::new(config.nbd_max_per_export);
         Ok(Engine {
-            exports: Exports::new(config.nbd_max_per_export),
+            nvmf: nvmf::Target::new(exports.clone(), config.nvmf_max_connections),
+            exports,
             nbd: Arc::new(NbdCounters::default()),
             nbd_addr: std::sync::OnceLock::new(),
             nvmf_addr: std::sync::OnceLock::new(),
@@ -94,9 +98,10 @@ impl Engine {
         name: &str,
         protocol: Protocol,
         read_only: bool,
+        allowed_hosts: Vec<String>,
     ) -> Result<ShareInfo, ExportError> {
         self.exports
-            .share(&self.registry, name, protocol, read_only)
+            .share(&self.registry, name, protocol, read_only, allowed_hosts)
     }
 
     /// Stops sharing device `name`. Returns once its connections have let
@@ -137,6 +142,11 @@ impl Engine {
             Protocol::Nvmf => self.nvmf_addr.get(),
         };
         addr.map(|a| protocol.uri(a, name)).unwrap_or_default()
+    }
+
+    /// The NVMe/TCP target's shared state (controllers, counters).
+    pub fn nvmf(&self) -> &Arc<nvmf::Target> {
+        &self.nvmf
     }
 
     /// The NBD server's counters.

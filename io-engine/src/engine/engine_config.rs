@@ -23,6 +23,8 @@ pub struct EngineConfig {
     /// NBD connections per export beyond which clients are refused (0: no
     /// limit).
     pub nbd_max_per_export: usize,
+    /// NVMe/TCP connections (queue pairs) allowed in total (0: no limit).
+    pub nvmf_max_connections: usize,
     /// Accel offload modules, best first (the software module is always
     /// added after them).
     pub accel_modules: Vec<Arc<dyn Module>>,

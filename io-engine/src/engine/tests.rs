@@ -15,7 +15,9 @@ fn a_shared_device_is_not_destroyed_until_unshared() {
         .registry()
         .create("null:///n0?size_mb=1&blk_size=512")
         .unwrap();
-    engine.share("n0", Protocol::Nbd, false).unwrap();
+    engine
+        .share("n0", Protocol::Nbd, false, Vec::new())
+        .unwrap();
     let e = engine.destroy_bdev("n0").unwrap_err();
     assert!(
         matches!(e, DestroyError::Shared(ExportError::Shared { ref name, .. }) if name == "n0"),
@@ -52,7 +54,7 @@ fn a_snapshot_holds_every_part() {
     ] {
         engine.registry().create(uri).unwrap();
     }
-    engine.share("a", Protocol::Nbd, true).unwrap();
+    engine.share("a", Protocol::Nbd, true, Vec::new()).unwrap();
     let s = engine.snapshot();
     assert_eq!(s.build, BUILD);
     assert!(s.uptime.is_some());

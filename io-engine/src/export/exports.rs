@@ -51,13 +51,14 @@ impl Exports {
     }
 
     /// Shares device `name` over `protocol`, opening it (it cannot be
-    /// destroyed while shared).
+    /// destroyed while shared), to `allowed_hosts` (empty: any host).
     pub fn share(
         &self,
         registry: &BdevRegistry,
         name: &str,
         protocol: Protocol,
         read_only: bool,
+        allowed_hosts: Vec<String>,
     ) -> Result<ShareInfo, ExportError> {
         let mut entries = self.entries();
         if entries.contains_key(name) {
@@ -68,6 +69,7 @@ impl Exports {
             name: name.to_string(),
             protocol,
             read_only,
+            allowed_hosts: allowed_hosts.clone(),
             desc,
         };
         entries.insert(
@@ -83,6 +85,7 @@ impl Exports {
             protocol,
             read_only,
             connections: 0,
+            allowed_hosts,
         })
     }
 
@@ -205,6 +208,7 @@ fn info(e: &Entry) -> ShareInfo {
         protocol: e.share.protocol,
         read_only: e.share.read_only,
         connections: e.state.connections(),
+        allowed_hosts: e.share.allowed_hosts.clone(),
     }
 }
 

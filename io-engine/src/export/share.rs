@@ -15,6 +15,9 @@ pub struct Share {
     pub protocol: Protocol,
     /// Read-only export.
     pub read_only: bool,
+    /// The hosts allowed to attach, by the identity their protocol gives
+    /// (NVMe-oF: host NQNs); empty: any host.
+    pub allowed_hosts: Vec<String>,
     /// The device, open.
     pub desc: BdevDesc,
 }

@@ -15,4 +15,6 @@ pub struct ShareInfo {
     pub read_only: bool,
     /// Connections attached now.
     pub connections: usize,
+    /// The hosts allowed to attach (empty: any host).
+    pub allowed_hosts: Vec<String>,
 }

@@ -241,6 +241,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         io_pool_size: args.io_pool_size,
         io_pool_cache: args.io_pool_cache,
         nbd_max_per_export: args.nbd_max_connections,
+        nvmf_max_connections: args.nvmf_max_connections,
         // The I/OAT devices see DMA memory through a mapper registered
         // here: env tells it of every DMA region, made before or after.
         accel_modules: args.ioat.modules(register_mapper),
@@ -255,7 +256,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
     for share in &args.shares {
         let (name, protocol, read_only) = parse_share(share)?;
         engine
-            .share(name, protocol, read_only)
+            .share(name, protocol, read_only, Vec::new())
             .map_err(|e| format!("--share {share}: {e}"))?;
     }
     let mut nvmf = Vec::new();
@@ -320,7 +321,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
     );
     let mut listeners = vec![Listener::Tcp(nbd)];
     listeners.extend(nbd_unix.map(Listener::Unix));
-    let target = nvmf::Target::new(engine.exports().clone(), args.nvmf_max_connections);
+    let target = engine.nvmf().clone();
     let clean = runtime.block_on(serve(
         engine.clone(),
         grpc,

@@ -20,9 +20,10 @@ fn registry() -> BdevRegistry {
 fn a_shared_device_is_held_open_and_may_not_be_destroyed() {
     let reg = registry();
     let ex = Exports::new(0);
-    ex.share(&reg, "n0", Protocol::Nbd, true).unwrap();
+    ex.share(&reg, "n0", Protocol::Nbd, true, Vec::new())
+        .unwrap();
     assert!(matches!(
-        ex.share(&reg, "n0", Protocol::Nbd, false),
+        ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new()),
         Err(ExportError::AlreadyShared(_))
     ));
     let e = ex.ensure_unshared("n0").unwrap_err();
@@ -39,6 +40,7 @@ fn a_shared_device_is_held_open_and_may_not_be_destroyed() {
             protocol: Protocol::Nbd,
             read_only: true,
             connections: 0,
+            allowed_hosts: Vec::new(),
         }]
     );
     assert!(ex.unshare("n0").unwrap().wait(Duration::ZERO));
@@ -51,7 +53,8 @@ fn a_shared_device_is_held_open_and_may_not_be_destroyed() {
 fn connections_are_counted_and_limited() {
     let reg = registry();
     let ex = Exports::new(2);
-    ex.share(&reg, "n0", Protocol::Nbd, false).unwrap();
+    ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new())
+        .unwrap();
     let a = ex.attach(Protocol::Nbd, "n0").unwrap();
     assert!(ex.refusal(Protocol::Nbd, "n0").is_none());
     let b = ex.attach(Protocol::Nbd, "n0").unwrap();
@@ -71,9 +74,11 @@ fn an_empty_name_picks_the_only_share() {
     let reg = registry();
     let ex = Exports::new(0);
     assert!(ex.find(Protocol::Nbd, "").is_none());
-    ex.share(&reg, "n0", Protocol::Nbd, false).unwrap();
+    ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new())
+        .unwrap();
     assert_eq!(ex.find(Protocol::Nbd, "").unwrap().name, "n0");
-    ex.share(&reg, "n1", Protocol::Nbd, false).unwrap();
+    ex.share(&reg, "n1", Protocol::Nbd, false, Vec::new())
+        .unwrap();
     assert!(ex.find(Protocol::Nbd, "").is_none(), "two: no default");
     assert_eq!(ex.find(Protocol::Nbd, "n1").unwrap().name, "n1");
     assert_eq!(ex.shares(Protocol::Nbd).len(), 2);
@@ -83,7 +88,8 @@ fn an_empty_name_picks_the_only_share() {
 fn an_unshare_refuses_new_connections_and_waits_for_attached_ones_to_let_go() {
     let reg = registry();
     let ex = Exports::new(0);
-    ex.share(&reg, "n0", Protocol::Nbd, false).unwrap();
+    ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new())
+        .unwrap();
     let a = ex.attach(Protocol::Nbd, "n0").unwrap();
     let release = ex.unshare("n0").unwrap();
     assert!(a.closing());

@@ -55,6 +55,10 @@ pub const COPY_LIMITS: CopyLimits = CopyLimits {
 const COMMAND_SIZE_LIMIT_EXCEEDED: Status = Status(0x183);
 /// Entries of a queue (MQES + 1).
 pub const QUEUE_ENTRIES: u16 = 128;
+/// Longest a connection may take from accept to its Connect: one that
+/// has not connected by then is closed, so idle sockets cannot hold the
+/// target's connection slots.
+pub const CONNECT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 /// Stop reading while this much output waits for the host.
 const OUTPUT_HIGH_WATER: usize = 64 << 20;
 /// Property offsets.
@@ -148,6 +152,8 @@ struct State {
     free: Vec<u16>,
     /// A C2HTermReq went out: read nothing more, close once it is sent.
     terminated: bool,
+    /// When the connection must have connected (TSC).
+    connect_by: u64,
 }
 
 /// A queue pair.
@@ -206,6 +212,7 @@ impl Connection {
                 slots: Vec::new(),
                 free: Vec::new(),
                 terminated: false,
+                connect_by: tsc::now() + tsc::ns_to_ticks(CONNECT_DEADLINE.as_nanos() as u64),
             }),
             in_flight: Cell::new(0),
             starved: Cell::new(false),
@@ -247,7 +254,15 @@ impl Connection {
                     }
                 }
                 Phase::Io(q) => q.ctrl.is_dead() || q.attachment.closing(),
-                _ => false,
+                Phase::Init | Phase::Connecting => {
+                    if now >= st.connect_by {
+                        tracing::info!(peer = %self.peer, "NVMe/TCP connection closed: no Connect within {CONNECT_DEADLINE:?}");
+                        true
+                    } else {
+                        reactor::wake_by(st.connect_by);
+                        false
+                    }
+                }
             };
             if gone {
                 st.eof = true;
@@ -672,6 +687,12 @@ impl Connection {
                 let Some(share) = self.server.exports.find(Protocol::Nvmf, name) else {
                     return invalid(true, 256);
                 };
+                if !share.allowed_hosts.is_empty() && !share.allowed_hosts.contains(&hostnqn) {
+                    tracing::warn!(peer = %self.peer, subnqn, hostnqn, "NVMe/TCP Connect refused: the host is not allowed");
+                    let mut c = Completion::new(cid, Status::CONNECT_INVALID_HOST);
+                    c.dw0 = 1 | 512 << 16; // the data's HOSTNQN field
+                    return Answer::Now(c, None);
+                }
                 let bdev = share.desc.bdev();
                 let ns = NamespaceFacts {
                     blocks: bdev.num_blocks(),
