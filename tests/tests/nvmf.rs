@@ -535,3 +535,29 @@ fn a_connection_that_never_connects_is_closed_after_the_deadline() {
     let (_admin, mut io, _) = connect(addr, (false, false));
     assert_eq!(read(&mut io, 0, 1).0.status(), 0);
 }
+
+#[test]
+fn an_unshare_announces_the_namespace_gone_and_closes_the_queues() {
+    let d = start();
+    let (mut admin, mut io, _) = connect(d.nvmf_addr(), (false, false));
+    // Hold an Asynchronous Event Request: no answer yet.
+    let mut aer = Sqe::new(0x0C, 0);
+    aer.0[2..4].copy_from_slice(&0x4321u16.to_le_bytes());
+    let capsule = admin.capsule(&aer, &[]);
+    admin.send(&capsule).unwrap();
+    assert_eq!(read(&mut io, 0, 1).0.status(), 0);
+    d.ctl_ok(&["bdev", "unshare", "m0"]);
+    // The AER completes: a notice (type 2), namespace attribute changed,
+    // log page 04h.
+    let resp = admin.recv().unwrap();
+    assert_eq!(resp.kind, 0x05);
+    let cqe = Cqe(resp.bytes[8..24].try_into().unwrap());
+    assert_eq!(
+        (cqe.cid(), cqe.status(), cqe.dw0()),
+        (0x4321, 0, 0x0004_0002)
+    );
+    assert!(admin.closed(), "the admin queue closes");
+    assert!(io.closed(), "the I/O queue closes");
+    // The device is free again: it can be destroyed.
+    d.ctl_ok(&["bdev", "destroy", "m0"]);
+}

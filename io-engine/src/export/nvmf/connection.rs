@@ -105,6 +105,8 @@ struct Admin {
     last: u64,
     /// Command IDs of the Asynchronous Event Requests held.
     aers: Vec<u16>,
+    /// The namespace went away (the Changed Namespace List names it).
+    ns_changed: bool,
     /// The share's namespace, for Identify (none on the discovery
     /// controller).
     ns: Option<NamespaceFacts>,
@@ -239,8 +241,11 @@ impl Connection {
     /// unshare; pending output; close when done.
     fn tick(self: &Rc<Self>) -> Poll {
         {
-            let mut st = self.state.borrow_mut();
+            let mut guard = self.state.borrow_mut();
+            let st = &mut *guard;
             let now = tsc::now();
+            let terminated = st.terminated;
+            let mut announce = None;
             let gone = match &mut st.phase {
                 Phase::Admin(a) => {
                     if a.kato != 0 && now.saturating_sub(a.last) > a.kato {
@@ -250,7 +255,18 @@ impl Connection {
                         if a.kato != 0 {
                             reactor::wake_by(a.last + a.kato + 1);
                         }
-                        a.ctrl.is_dead() || self.export_gone(&a.ctrl)
+                        if !a.ctrl.is_dead() && !terminated && self.export_gone(&a.ctrl) {
+                            // The namespace is gone: a held Asynchronous
+                            // Event Request says so (a notice, namespace
+                            // attribute changed, log page 04h), then the
+                            // controller closes once that is sent.
+                            tracing::info!(peer = %self.peer, cntlid = a.ctrl.cntlid, "NVMe/TCP share gone: namespace removal announced, controller closing");
+                            a.ns_changed = true;
+                            announce = Some(a.aers.pop());
+                            false
+                        } else {
+                            a.ctrl.is_dead()
+                        }
                     }
                 }
                 Phase::Io(q) => q.ctrl.is_dead() || q.attachment.closing(),
@@ -264,6 +280,14 @@ impl Connection {
                     }
                 }
             };
+            if let Some(aer) = announce {
+                st.terminated = true;
+                if let Some(cid) = aer {
+                    let mut c = Completion::new(cid, Status::SUCCESS);
+                    c.dw0 = 0x0004_0002;
+                    self.respond(st, c, None);
+                }
+            }
             if gone {
                 st.eof = true;
             }
@@ -713,6 +737,7 @@ impl Connection {
                 kato: tsc::ns_to_ticks(kato * 1_000_000),
                 last: tsc::now(),
                 aers: Vec::new(),
+                ns_changed: false,
                 ns,
                 serial,
             }));
@@ -830,7 +855,13 @@ impl Connection {
                         Some(identify::smart_log(rb, wb, r, w))
                     }
                     0x03 => Some(identify::firmware_log()),
-                    0x04 => Some(vec![0u8; 4096]),
+                    0x04 => {
+                        let mut list = vec![0u8; 4096];
+                        if std::mem::take(&mut a.ns_changed) {
+                            list[..4].copy_from_slice(&1u32.to_le_bytes());
+                        }
+                        Some(list)
+                    }
                     0x05 => Some(identify::effects_log(discovery)),
                     0x70 if discovery => Some(self.server.discovery_log()),
                     _ => None,
