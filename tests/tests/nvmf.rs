@@ -507,6 +507,24 @@ fn allowed_hosts_are_kept_and_the_export_list_shows_controllers() {
         )),
         "{text}"
     );
+    // The metrics count the queues, the controller, the commands and the
+    // refusal.
+    let scrape = io_engine_tests::http::get(&d.metrics_url()).unwrap().body;
+    let scrape = String::from_utf8(scrape).unwrap();
+    for line in [
+        "io_engine_nvmf_queue_pairs{export=\"m0\"} 1",
+        "io_engine_nvmf_controllers{export=\"m0\"} 1",
+        "io_engine_nvmf_errors_total{status=\"connect_invalid_host\"} 1",
+    ] {
+        assert!(scrape.lines().any(|l| l == line), "{line} in\n{scrape}");
+    }
+    assert!(
+        scrape
+            .lines()
+            .any(|l| l
+                .starts_with("io_engine_nvmf_commands_total{queue=\"admin\",opcode=\"fabrics\"}")),
+        "{scrape}"
+    );
 }
 
 #[test]

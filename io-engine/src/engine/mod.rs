@@ -18,6 +18,7 @@ mod device_snapshot;
 mod engine;
 mod engine_config;
 mod engine_error;
+mod nvmf_snapshot;
 mod perf_request;
 mod snapshot;
 
@@ -32,6 +33,7 @@ pub use device_snapshot::DeviceSnapshot;
 pub use engine::Engine;
 pub use engine_config::EngineConfig;
 pub use engine_error::EngineError;
+pub use nvmf_snapshot::NvmfSnapshot;
 pub use perf_request::PerfRequest;
 pub use snapshot::Snapshot;
 pub(crate) use snapshot::guarded;

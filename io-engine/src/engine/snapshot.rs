@@ -15,8 +15,9 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
-use super::{BUILD, BuildInfo, DeviceSnapshot, Engine};
+use super::{BUILD, BuildInfo, DeviceSnapshot, Engine, NvmfSnapshot};
 use crate::accel::{ModuleStats, OpStats};
+use crate::export::Protocol;
 use crate::export::nbd::stats::ExportStats;
 use crate::pool::PoolStats;
 use crate::reactor::ReactorStats;
@@ -39,6 +40,8 @@ pub struct Snapshot {
     pub slot_cores: Vec<(u32, usize)>,
     /// NBD counters per export, every share with its entry.
     pub exports: Option<Vec<ExportStats>>,
+    /// The NVMe/TCP target.
+    pub nvmf: Option<NvmfSnapshot>,
     /// Accel counters per (opcode, module) and per module.
     pub accel: Option<(Vec<OpStats>, Vec<ModuleStats>)>,
     /// Each accel module's engine counters: (module, event, count).
@@ -84,6 +87,7 @@ impl Snapshot {
                     .exports()
                     .list()
                     .into_iter()
+                    .filter(|s| s.protocol == Protocol::Nbd)
                     .map(|s| {
                         engine
                             .nbd_counters()
@@ -91,6 +95,27 @@ impl Snapshot {
                             .snapshot(&s.name, s.connections as u64)
                     })
                     .collect()
+            }),
+            nvmf: guarded("NVMe/TCP counters", || {
+                let target = engine.nvmf();
+                let controllers = target.controllers.all();
+                NvmfSnapshot {
+                    connections: target.connections(),
+                    exports: engine
+                        .exports()
+                        .list()
+                        .into_iter()
+                        .filter(|s| s.protocol == Protocol::Nvmf)
+                        .map(|s| {
+                            let n = controllers
+                                .iter()
+                                .filter(|c| c.export.as_deref() == Some(s.name.as_str()))
+                                .count();
+                            (s.name, s.connections, n)
+                        })
+                        .collect(),
+                    stats: target.counters.stats(),
+                }
             }),
             accel: guarded("accel counters", || engine.accel().stats()),
             accel_engine: guarded("accel engine counters", || {
@@ -114,6 +139,7 @@ impl Snapshot {
             pools: None,
             slot_cores: Vec::new(),
             exports: None,
+            nvmf: None,
             accel: None,
             accel_engine: None,
         }

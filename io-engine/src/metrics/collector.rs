@@ -129,6 +129,20 @@ defs! {
         "NBD requests received, per export and command.";
     NBD_ERRORS: Counter "io_engine_nbd_errors_total" ["export", "errno"]
         "NBD requests answered with an error, per export and errno name (\"other\": a protocol error that closed the connection).";
+    NVMF_CONNECTIONS: Gauge "io_engine_nvmf_connections" []
+        "NVMe/TCP connections open (admin and I/O queues, and ones not connected yet).";
+    NVMF_QUEUE_PAIRS: Gauge "io_engine_nvmf_queue_pairs" ["export"]
+        "NVMe/TCP I/O queues attached to the export now.";
+    NVMF_CONTROLLERS: Gauge "io_engine_nvmf_controllers" ["export"]
+        "NVMe-oF controllers of the export's subsystem now.";
+    NVMF_COMMANDS: Counter "io_engine_nvmf_commands_total" ["queue", "opcode"]
+        "NVMe/TCP commands received, per queue type (admin, io) and opcode (\"other\": opcodes without a name here).";
+    NVMF_ERRORS: Counter "io_engine_nvmf_errors_total" ["status"]
+        "NVMe/TCP commands answered with an error, per status (\"other\": statuses without a name here).";
+    NVMF_BYTES: Counter "io_engine_nvmf_bytes_total" ["direction"]
+        "Payload bytes of NVMe/TCP reads (direction=\"read\": to hosts) and writes (\"write\": from hosts).";
+    NVMF_PDU_ERRORS: Counter "io_engine_nvmf_pdu_errors_total" []
+        "NVMe/TCP connections ended by a malformed PDU (a C2HTermReq).";
     ACCEL_OPS: Counter "io_engine_accel_ops_total" ["opcode", "module"]
         "Accel tasks executed (successes and miscompares), per opcode and module.";
     ACCEL_BYTES: Counter "io_engine_accel_bytes_total" ["opcode", "module"]
@@ -381,6 +395,23 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
         for (errno, n) in &e.errors {
             f.counter(&NBD_ERRORS, &[export, errno.as_str()], *n);
         }
+    }
+
+    if let Some(n) = &s.nvmf {
+        f.gauge(&NVMF_CONNECTIONS, &[], n.connections as f64);
+        for (export, queues, controllers) in &n.exports {
+            f.gauge(&NVMF_QUEUE_PAIRS, &[export], *queues as f64);
+            f.gauge(&NVMF_CONTROLLERS, &[export], *controllers as f64);
+        }
+        for (queue, op, count) in &n.stats.commands {
+            f.counter(&NVMF_COMMANDS, &[queue, op], *count);
+        }
+        for (status, count) in &n.stats.errors {
+            f.counter(&NVMF_ERRORS, &[status], *count);
+        }
+        f.counter(&NVMF_BYTES, &["read"], n.stats.bytes_read);
+        f.counter(&NVMF_BYTES, &["write"], n.stats.bytes_written);
+        f.counter(&NVMF_PDU_ERRORS, &[], n.stats.pdu_errors);
     }
 
     if let Some((ops, modules)) = &s.accel {

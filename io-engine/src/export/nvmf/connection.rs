@@ -496,7 +496,7 @@ impl Connection {
     /// Sends a C2HTermReq and stops reading.
     fn terminate(&self, st: &mut State, e: PduError, quoted: &[u8]) {
         tracing::info!(peer = %self.peer, "NVMe/TCP connection terminated: {e}");
-        self.server.pdu_error();
+        self.server.counters.pdu_error();
         pdu::put_c2h_term_req(st.output.bytes(), &e, quoted);
         st.terminated = true;
     }
@@ -537,6 +537,8 @@ impl Connection {
             }
             (kind::CAPSULE_CMD, _) => {
                 let cmd = Command::from_slice(&b[pdu::COMMON_HEADER..]);
+                let admin_queue = !matches!(st.phase, Phase::Io(_));
+                self.server.counters.command(admin_queue, cmd.opcode());
                 let (data, digest_ok) = Self::data_of(st.digests, hdr, b, data_len);
                 if !digest_ok {
                     self.advance_sqhd(st);
@@ -585,7 +587,7 @@ impl Connection {
         let cqe = c.to_bytes(st.qid);
         pdu::put_capsule_resp(st.output.bytes(), &cqe, st.digests);
         if c.status != 0 {
-            self.server.command_error();
+            self.server.counters.error(Status(c.status));
         }
     }
 
@@ -1302,7 +1304,9 @@ impl Connection {
         let cqe = c.to_bytes(st.qid);
         pdu::put_capsule_resp(st.output.bytes(), &cqe, st.digests);
         if !status.is_success() {
-            self.server.command_error();
+            self.server.counters.error(status);
+        } else if slot.op == nvm::WRITE {
+            self.server.counters.bytes(0, slot.len as u64);
         }
     }
 
@@ -1340,6 +1344,7 @@ impl IoCompletion for Connection {
                         buf.as_mut_slice()[..len].fill(0);
                     }
                     let digests = st.digests;
+                    self.server.counters.bytes(len as u64, 0);
                     pdu::put_c2h_data(st.output.bytes(), cid, 0, len as u32, true, digests);
                     let crc = digests.data.then(|| pdu::crc32c(0, &buf.as_slice()[..len]));
                     st.output.push_data(buf, len);

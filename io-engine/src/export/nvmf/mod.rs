@@ -16,6 +16,7 @@ mod identify;
 pub mod nqn;
 pub mod pdu;
 mod server;
+mod stats;
 mod target;
 
 pub use command::Command;
@@ -23,4 +24,5 @@ pub use completion::{Completion, Status};
 pub use connection::{IN_CAPSULE_DATA, MAX_TRANSFER, QUEUE_ENTRIES};
 pub use controller::{Controller, Controllers};
 pub use server::serve;
+pub use stats::{NvmfCounters, NvmfStats};
 pub use target::Target;

@@ -6,12 +6,13 @@
 //! control path only.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::controller::Controllers;
 use super::identify::{self, DiscoveryEntry};
 use super::nqn;
+use super::stats::NvmfCounters;
 use crate::export::{Exports, Protocol};
 
 /// Most I/O queues a controller gets (Number of Queues).
@@ -28,8 +29,8 @@ pub struct Target {
     pub(super) max_connections: usize,
     pub(super) next: AtomicUsize,
     connections: AtomicUsize,
-    pdu_errors: AtomicU64,
-    command_errors: AtomicU64,
+    /// Commands, errors, bytes.
+    pub counters: NvmfCounters,
 }
 
 impl Target {
@@ -42,8 +43,7 @@ impl Target {
             max_connections,
             next: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
-            pdu_errors: AtomicU64::new(0),
-            command_errors: AtomicU64::new(0),
+            counters: NvmfCounters::default(),
         })
     }
 
@@ -52,30 +52,12 @@ impl Target {
         self.connections.load(Ordering::Relaxed)
     }
 
-    /// Connections ended by a malformed PDU, since start.
-    pub fn pdu_errors(&self) -> u64 {
-        self.pdu_errors.load(Ordering::Relaxed)
-    }
-
-    /// Commands answered with an error status, since start.
-    pub fn command_errors(&self) -> u64 {
-        self.command_errors.load(Ordering::Relaxed)
-    }
-
     pub(super) fn connection_opened(&self) {
         self.connections.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(super) fn connection_closed(&self) {
         self.connections.fetch_sub(1, Ordering::Relaxed);
-    }
-
-    pub(super) fn pdu_error(&self) {
-        self.pdu_errors.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(super) fn command_error(&self) {
-        self.command_errors.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(super) fn max_io_queues(&self) -> u32 {
