@@ -10,12 +10,13 @@
 
 /// The fields printed as their message's zero value when absent: the
 /// per-operation counters of a device read as zeros, never `null`.
-const ZEROS_IF_ABSENT: [&str; 5] = [
+const ZEROS_IF_ABSENT: [&str; 6] = [
     ".io_engine.v1.BdevIoStats.read",
     ".io_engine.v1.BdevIoStats.write",
     ".io_engine.v1.BdevIoStats.unmap",
     ".io_engine.v1.BdevIoStats.flush",
     ".io_engine.v1.BdevIoStats.write_zeroes",
+    ".io_engine.v1.BdevIoStats.copy",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -167,6 +167,7 @@ pub(crate) fn io_stats(r: &GetIoStatsResponse) -> String {
             ("unmap", &dev.unmap),
             ("flush", &dev.flush),
             ("write_zeroes", &dev.write_zeroes),
+            ("copy", &dev.copy),
         ];
         for (i, (op, stats)) in ops.into_iter().enumerate() {
             let s: OpStats = stats.unwrap_or_default();
@@ -424,6 +425,7 @@ share uri   -
                 unmap: None,
                 flush: None,
                 write_zeroes: None,
+                copy: None,
                 in_flight: 7,
             }],
             uptime_ns: 1,
@@ -437,6 +439,7 @@ m0      write               3  1.5 KiB       2    1.00    0.90    1.10
 m0      unmap               0      0 B       0       -       -       -
 m0      flush               0      0 B       0       -       -       -
 m0      write_zeroes        0      0 B       0       -       -       -
+m0      copy                0      0 B       0       -       -       -
 "
         );
     }

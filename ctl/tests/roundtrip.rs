@@ -137,6 +137,7 @@ fn io_counters(name: &str, n: u64) -> BdevIoStats {
         unmap: None,
         flush: None,
         write_zeroes: None,
+        copy: None,
         in_flight: 3,
     }
 }
@@ -455,6 +456,7 @@ m0      write          500  250.0 KiB       1   20.00    4.00  100.00
 m0      unmap            0        0 B       0       -       -       -
 m0      flush            0        0 B       0       -       -       -
 m0      write_zeroes     0        0 B       0       -       -       -
+m0      copy             0        0 B       0       -       -       -
 "
     );
     let v = json_ok(&url, &["stats", "io"]);

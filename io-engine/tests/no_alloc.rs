@@ -62,6 +62,7 @@ impl Loop {
             offset: off,
             len: 4096,
             buf: Some(buf),
+            src: 0,
             tag: 0,
         };
         self.ch.submit(req, self.clone()).unwrap();

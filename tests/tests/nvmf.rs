@@ -160,6 +160,56 @@ fn a_host_connects_identifies_writes_and_reads_back() {
     assert_eq!((cqe.status(), cqe.dw0() & 1), (0, 1));
 }
 
+/// A Copy of `ranges` (slba, blocks) to `sdlba`.
+fn copy(io: &mut Host, sdlba: u64, ranges: &[(u64, u16)]) -> Cqe {
+    let mut list = vec![0u8; 32 * ranges.len()];
+    for (r, &(slba, nlb)) in list.chunks_exact_mut(32).zip(ranges) {
+        r[8..16].copy_from_slice(&slba.to_le_bytes());
+        r[16..18].copy_from_slice(&(nlb - 1).to_le_bytes());
+    }
+    let sqe = Sqe::new(0x19, 1)
+        .cdw(10, sdlba as u32)
+        .cdw(11, (sdlba >> 32) as u32)
+        .cdw(12, ranges.len() as u32 - 1);
+    io.exec(sqe, &list, &[]).unwrap().0
+}
+
+#[test]
+fn copy_moves_ranges_inside_the_device_within_its_limits() {
+    let d = start();
+    let (mut admin, mut io, _) = connect(d.nvmf_addr(), (false, false));
+    let (_, ctrl) = admin.read_admin(Sqe::new(0x06, 0).cdw(10, 1), 4096).unwrap();
+    assert_ne!(u16::from_le_bytes([ctrl[520], ctrl[521]]) & (1 << 8), 0, "ONCS: Copy");
+    let (_, ns) = admin.read_admin(Sqe::new(0x06, 1).cdw(10, 0), 4096).unwrap();
+    let mssrl = u16::from_le_bytes([ns[74], ns[75]]);
+    let mcl = u32::from_le_bytes(ns[76..80].try_into().unwrap());
+    let msrc = ns[80] as usize + 1;
+    assert_eq!((mssrl, mcl, msrc), (256, 4096, 128));
+
+    let a = pattern(11, 8 * BS);
+    let b = pattern(12, 3 * BS);
+    assert_eq!(write(&mut io, 200, &a).status(), 0);
+    assert_eq!(write(&mut io, 300, &b).status(), 0);
+    assert_eq!(copy(&mut io, 1000, &[(200, 8), (300, 3)]).status(), 0);
+    let (cqe, got) = read(&mut io, 1000, 11);
+    assert_eq!(cqe.status(), 0);
+    assert!(got[..8 * BS] == a[..] && got[8 * BS..] == b[..], "the ranges landed in order");
+    let stats = d.ctl_json(&["stats", "io", "m0"]);
+    let c = &stats["stats"][0]["copy"];
+    assert_eq!((c["ops"].as_u64(), c["bytes"].as_u64()), (Some(2), Some(11 * BS as u64)), "{stats}");
+
+    // Beyond the limits: Command Size Limit Exceeded; a range past the
+    // end: LBA Out of Range; a range over its destination: Invalid Field.
+    assert_eq!(copy(&mut io, 2000, &[(0, 256), (300, 1)]).status(), 0, "MSSRL itself is fine");
+    assert_eq!(copy(&mut io, 5000, &[(0, 256); 17]).status(), 0x183, "MCL");
+    let many: Vec<(u64, u16)> = (0..129).map(|i| (i, 1)).collect();
+    assert_eq!(copy(&mut io, 9000, &many).status(), 0x183, "MSRC");
+    assert_eq!(copy(&mut io, BLOCKS - 2, &[(0, 4)]).status(), 0x080);
+    assert_eq!(copy(&mut io, 202, &[(200, 8)]).status(), 0x002);
+    let (_, got) = read(&mut io, 1000, 8);
+    assert!(got == a, "refused copies changed nothing");
+}
+
 #[test]
 fn digests_protect_headers_and_data() {
     let d = start();

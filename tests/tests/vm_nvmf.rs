@@ -59,6 +59,15 @@ fio --ioengine=libaio --direct=1 --filename=/dev/nvme0n1 --iodepth=8 \
   --name=mixed --stonewall --rw=randwrite --bsrange=4k-128k --numjobs=2 --offset=8M --offset_increment=8M --size=8M \
   --name=reads --stonewall --rw=randread --bs=4k --numjobs=2 --size=8M --verify=0 || status=$?
 echo FIO-JSON; cat /tmp/fio.json; echo FIO-END
+# nvme copy: blocks 4096-4103 and 5000-5001 (NLB is 0-based) to 6000.
+dd if=/dev/urandom of=/tmp/a bs=4k count=8 status=none
+dd if=/dev/urandom of=/tmp/b bs=4k count=2 status=none
+dd if=/tmp/a of=/dev/nvme0n1 bs=4k seek=4096 oflag=direct status=none
+dd if=/tmp/b of=/dev/nvme0n1 bs=4k seek=5000 oflag=direct status=none
+nvme copy /dev/nvme0n1 --sdlba=6000 --slbs=4096,5000 --blocks=7,1
+cat /tmp/a /tmp/b > /tmp/ab
+dd if=/dev/nvme0n1 of=/tmp/copied bs=4k skip=6000 count=10 iflag=direct status=none
+cmp /tmp/ab /tmp/copied && echo copy-checked
 blkdiscard -o 0 -l 1048576 /dev/nvme0n1
 cmp -n 1048576 /dev/nvme0n1 /dev/zero && echo discarded-reads-zero
 nvme disconnect -n {nqn}
@@ -80,10 +89,11 @@ exit $status"
     );
     assert_eq!(u(&ctrl["mdts"]), 5, "{ctrl}");
     assert_eq!(ctrl["subnqn"], nqn.as_str(), "{ctrl}");
-    assert_ne!(u(&ctrl["oncs"]) & 0b1100, 0, "Write Zeroes and DSM: {ctrl}");
+    assert_eq!(u(&ctrl["oncs"]) & 0x10C, 0x10C, "Write Zeroes, DSM and Copy: {ctrl}");
     let ns: Value = serde_json::from_str(&out.between("ID-NS", "NS-END"))
         .unwrap_or_else(|e| panic!("no id-ns JSON ({e}): {out}"));
     assert_eq!(u(&ns["nsze"]), 16384, "{ns}");
+    assert_eq!((u(&ns["mssrl"]), u(&ns["mcl"]), u(&ns["msrc"])), (256, 4096, 127), "{ns}");
     let uuid = d.ctl_json(&["bdev", "list"])["bdevs"][0]["uuid"]
         .as_str()
         .expect("the device's UUID")
@@ -114,9 +124,11 @@ exit $status"
     }
     assert_eq!(written, 24 << 20, "{report}");
     assert!(out.console.contains("discarded-reads-zero"), "{out}");
+    assert!(out.console.contains("copy-checked"), "nvme copy moved the data: {out}");
 
     let stats = d.ctl_json(&["stats", "io", "m0"]);
     let s = &stats["stats"][0];
+    assert_eq!(u(&s["copy"]["bytes"]), 10 * 4096, "{stats}");
     assert_eq!(u(&s["write"]["errors"]), 0, "{stats}");
     assert!(u(&s["write"]["bytes"]) >= written, "{stats}");
     assert_eq!(u(&s["in_flight"]), 0, "{stats}");

@@ -55,7 +55,7 @@ struct Inner {
     block_mask: u64,
     block_size: u32,
     size: u64,
-    supported: [bool; 5],
+    supported: [bool; IoType::COUNT],
     /// This core's entry of the device's counters.
     counters: Arc<CachePadded<CoreCounters>>,
     dev: RefCell<Box<dyn DeviceChannel>>,
@@ -189,6 +189,27 @@ impl Inner {
                 size: self.size,
             });
         }
+        if op == IoType::Copy {
+            let src = req.src;
+            if src & self.block_mask != 0 {
+                return Err(IoError::Unaligned {
+                    offset: src,
+                    len,
+                    block_size: self.block_size,
+                });
+            }
+            if src.checked_add(len).is_none_or(|end| end > self.size) {
+                return Err(IoError::OutOfRange {
+                    offset: src,
+                    len,
+                    size: self.size,
+                });
+            }
+            if src < offset + len && offset < src + len {
+                // The two ranges overlap: a copy has no defined result.
+                return Err(IoError::Unsupported(op));
+            }
+        }
         if op.has_data() {
             let have = req.buf.as_ref().map_or(0, |b| b.len() as u64);
             if have < len {
@@ -216,6 +237,7 @@ impl Inner {
         s.offset = req.offset;
         s.len = req.len;
         s.buf = req.buf;
+        s.src = req.src;
         s.tag = req.tag;
         s.status = Ok(());
         s.submit_tsc = tsc::now();

@@ -24,17 +24,24 @@ pub enum IoType {
     Unmap,
     /// Write zeroes to a range without a data buffer.
     WriteZeroes,
+    /// Copy `len` bytes at `src` to `offset`, inside the device: no data
+    /// buffer, nothing crosses to the submitter.
+    Copy,
 }
 
 impl IoType {
     /// Every operation, in stats order.
-    pub const ALL: [IoType; 5] = [
+    pub const ALL: [IoType; IoType::COUNT] = [
         IoType::Read,
         IoType::Write,
         IoType::Flush,
         IoType::Unmap,
         IoType::WriteZeroes,
+        IoType::Copy,
     ];
+
+    /// How many operations there are.
+    pub const COUNT: usize = 6;
 
     /// Index into per-op arrays.
     #[inline]
@@ -50,6 +57,7 @@ impl IoType {
             IoType::Flush => "flush",
             IoType::Unmap => "unmap",
             IoType::WriteZeroes => "write_zeroes",
+            IoType::Copy => "copy",
         }
     }
 
@@ -121,6 +129,8 @@ pub struct IoRequest {
     pub len: u64,
     /// Data buffer for reads and writes; the device owns it while in flight.
     pub buf: Option<IoBuf>,
+    /// Source byte offset of a copy (a multiple of the block size).
+    pub src: u64,
     /// The submitter's own value, handed back at completion.
     pub tag: u64,
 }
@@ -133,6 +143,7 @@ impl IoRequest {
             offset,
             len,
             buf: Some(buf),
+            src: 0,
             tag: 0,
         }
     }
@@ -144,6 +155,7 @@ impl IoRequest {
             offset,
             len,
             buf: Some(buf),
+            src: 0,
             tag: 0,
         }
     }
@@ -155,6 +167,19 @@ impl IoRequest {
             offset,
             len,
             buf: None,
+            src: 0,
+            tag: 0,
+        }
+    }
+
+    /// A copy of `len` bytes at `src` to `dst`, inside the device.
+    pub fn copy(src: u64, dst: u64, len: u64) -> Self {
+        IoRequest {
+            op: IoType::Copy,
+            offset: dst,
+            len,
+            buf: None,
+            src,
             tag: 0,
         }
     }
@@ -191,6 +216,7 @@ pub struct IoSlot {
     pub(super) offset: u64,
     pub(super) len: u64,
     pub(super) buf: Option<IoBuf>,
+    pub(super) src: u64,
     pub(super) tag: u64,
     pub(super) status: Result<(), IoError>,
     /// A completed read placed no data in the buffer: the range reads as
@@ -207,6 +233,7 @@ impl Default for IoSlot {
             offset: 0,
             len: 0,
             buf: None,
+            src: 0,
             tag: 0,
             status: Ok(()),
             zeroes: false,
@@ -226,6 +253,11 @@ impl IoSlot {
     #[inline]
     pub fn offset(&self) -> u64 {
         self.offset
+    }
+    /// Source byte offset of a copy.
+    #[inline]
+    pub fn src(&self) -> u64 {
+        self.src
     }
     /// Byte length.
     #[inline]

@@ -118,8 +118,11 @@ struct MallocChannel {
 }
 
 /// Adds an IO's data movement to `batch`, under `tag`. The bdev channel
-/// validated the range: offset + len <= device size <= region length, and
-/// data IOs carry a buffer of at least len bytes.
+/// validated the range: offset + len <= device size <= region length (and
+/// src + len for a copy, whose two ranges do not overlap), and data IOs
+/// carry a buffer of at least len bytes. A copy moves device memory to
+/// device memory: the copies of one command's ranges go out in the same
+/// batch as everything else queued (one doorbell for I/OAT).
 #[inline]
 fn add(
     batch: &mut Batch<'_>,
@@ -137,7 +140,8 @@ fn add(
     // until its task's record is reaped (the bdev channel drops a device
     // channel only once all its IOs have completed). They are distinct (a
     // buffer is not device memory). Concurrent IOs to the same blocks race
-    // on content only, as on any block device.
+    // on content only, as on any block device. A copy's source is inside
+    // the mapping too and does not overlap its destination (validated).
     unsafe {
         match io.op() {
             IoType::Read => {
@@ -149,6 +153,10 @@ fn add(
                 batch.copy_placed(dev, buf.as_ptr(), len, placement, tag)
             }
             IoType::WriteZeroes | IoType::Unmap => batch.fill_placed(dev, 0, len, placement, tag),
+            IoType::Copy => {
+                let src = mem.as_ptr().add(io.src() as usize);
+                batch.copy_placed(dev, src, len, placement, tag)
+            }
             IoType::Flush => unreachable!("flush is completed without accel"),
         }
     }

@@ -57,7 +57,7 @@ pub(super) struct CoreCounters {
     /// `tsc::ticks_to_ns_fast`'s factor, kept here so the data path reads
     /// no global.
     ns_per_tick: u64,
-    ops: [OpCounters; 5],
+    ops: [OpCounters; IoType::COUNT],
     submitted: AtomicU64,
     completed: AtomicU64,
 }
@@ -231,7 +231,7 @@ pub struct OpStats {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct IoStats {
     /// Per operation, indexed by [`IoType::index`].
-    pub ops: [OpStats; 5],
+    pub ops: [OpStats; IoType::COUNT],
     /// IOs handed to the device and not yet completed.
     pub in_flight: u64,
 }

@@ -51,6 +51,7 @@ fn io_stats_msg(name: String, s: &IoStats) -> pb::BdevIoStats {
         unmap: op(IoType::Unmap),
         flush: op(IoType::Flush),
         write_zeroes: op(IoType::WriteZeroes),
+        copy: op(IoType::Copy),
         in_flight: s.in_flight,
     }
 }

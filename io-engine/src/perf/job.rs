@@ -238,6 +238,7 @@ impl Job {
             offset: unit * spec.io_size,
             len: spec.io_size,
             buf: Some(buf),
+            src: 0,
             tag: slot as u64,
         };
         self.submit(req);

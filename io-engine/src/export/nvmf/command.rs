@@ -36,6 +36,8 @@ pub mod io {
     pub const WRITE_ZEROES: u8 = 0x08;
     /// Dataset Management.
     pub const DSM: u8 = 0x09;
+    /// Copy.
+    pub const COPY: u8 = 0x19;
 }
 
 /// Fabrics command types.

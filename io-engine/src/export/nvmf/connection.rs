@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering;
 use super::command::{Command, admin, fctype, io as nvm, sgl};
 use super::completion::{Completion, Status};
 use super::controller::Controller;
-use super::identify::{self, ControllerFacts, NamespaceFacts};
+use super::identify::{self, ControllerFacts, CopyLimits, NamespaceFacts};
 use super::nqn;
 use super::pdu::{self, Digests, Fes, Header, PduError, flags, kind};
 use super::target::Target;
@@ -44,6 +44,15 @@ pub const MAX_TRANSFER: usize = 4096 << MDTS_SHIFT;
 /// MAXH2CDATA: the most data of one H2CData PDU (one R2T asks for a
 /// whole transfer).
 pub const MAX_H2C_DATA: u32 = MAX_TRANSFER as u32;
+/// The Copy command's limits: 256 blocks per source range, 128 ranges
+/// (their list, 4 KiB, fits the capsule), 4096 blocks per command.
+pub const COPY_LIMITS: CopyLimits = CopyLimits {
+    range_blocks: 256,
+    command_blocks: 4096,
+    ranges: 128,
+};
+/// Command Size Limit Exceeded (a Copy beyond the advertised limits).
+const COMMAND_SIZE_LIMIT_EXCEEDED: Status = Status(0x183);
 /// Entries of a queue (MQES + 1).
 pub const QUEUE_ENTRIES: u16 = 128;
 /// Stop reading while this much output waits for the host.
@@ -668,6 +677,7 @@ impl Connection {
                     blocks: bdev.num_blocks(),
                     block_size: bdev.block_size(),
                     uuid: *bdev.uuid().as_bytes(),
+                    copy: COPY_LIMITS,
                 };
                 let serial = bdev.uuid().simple().to_string()[..20].to_string();
                 (Some(name.to_string()), Some(ns), serial)
@@ -945,6 +955,12 @@ impl Connection {
                 }
                 return self.deallocate(st, &cmd, data);
             }
+            nvm::COPY => {
+                if read_only {
+                    return fail(st, self, WRITE_PROTECTED);
+                }
+                return self.copy(st, &cmd, data);
+            }
             _ => return fail(st, self, Status::INVALID_OPCODE),
         };
         // Take a slot (and a buffer for data): none free means the host
@@ -1055,7 +1071,80 @@ impl Connection {
             status: Status::SUCCESS,
         });
         for (offset, len) in ranges {
+            if st.slots[tag as usize].is_none() {
+                break; // refused at once and answered
+            }
             self.submit(st, tag, IoRequest::no_data(IoType::Unmap, offset, len));
+        }
+        Ok(true)
+    }
+
+    /// Copy (NVMe 2.0 Simple Copy, source range format 0): one device copy
+    /// per source range, to consecutive blocks from SDLBA, the command
+    /// answered when the last completes.
+    fn copy(self: &Rc<Self>, st: &mut State, cmd: &Command, data: &[u8]) -> Result<bool, PduError> {
+        let cid = cmd.cid();
+        let answer = |st: &mut State, s: Status| {
+            self.advance_sqhd(st);
+            self.respond(st, Completion::new(cid, s), None);
+            Ok(true)
+        };
+        let nr = (cmd.cdw(12) & 0xFF) as usize + 1;
+        let format = (cmd.cdw(12) >> 8) & 0xF;
+        if format != 0 {
+            return answer(st, Status::INVALID_FIELD);
+        }
+        if nr > COPY_LIMITS.ranges as usize {
+            return answer(st, COMMAND_SIZE_LIMIT_EXCEEDED);
+        }
+        if data.len() < nr * 32 {
+            return answer(st, Status::SGL_LENGTH_INVALID);
+        }
+        let Phase::Io(q) = &st.phase else {
+            unreachable!("an I/O queue")
+        };
+        let (bs, blocks) = (q.block_size, q.blocks);
+        let mut dst = cmd.slba();
+        let mut total = 0u64;
+        let mut copies = Vec::with_capacity(nr);
+        for r in data[..nr * 32].chunks_exact(32) {
+            let slba = u64::from_le_bytes(r[8..16].try_into().expect("8 bytes"));
+            let nlb = u16::from_le_bytes([r[16], r[17]]) as u64 + 1;
+            total += nlb;
+            if nlb > COPY_LIMITS.range_blocks as u64 || total > COPY_LIMITS.command_blocks as u64 {
+                return answer(st, COMMAND_SIZE_LIMIT_EXCEEDED);
+            }
+            let in_range = |lba: u64| lba.checked_add(nlb).is_some_and(|e| e <= blocks);
+            if !in_range(slba) || !in_range(dst) {
+                return answer(st, Status::LBA_OUT_OF_RANGE);
+            }
+            if slba < dst + nlb && dst < slba + nlb {
+                // A range that overlaps its destination has no defined
+                // result.
+                return answer(st, Status::INVALID_FIELD);
+            }
+            copies.push(IoRequest::copy(slba * bs, dst * bs, nlb * bs));
+            dst += nlb;
+        }
+        let Some(tag) = st.free.pop() else {
+            return answer(st, Status::COMMAND_SEQUENCE_ERROR);
+        };
+        self.advance_sqhd(st);
+        st.slots[tag as usize] = Some(Slot {
+            cid,
+            op: nvm::COPY,
+            buf: None,
+            len: 0,
+            got: 0,
+            offset: 0,
+            pending: 0,
+            status: Status::SUCCESS,
+        });
+        for io in copies {
+            if st.slots[tag as usize].is_none() {
+                break; // refused at once and answered
+            }
+            self.submit(st, tag, io);
         }
         Ok(true)
     }

@@ -64,9 +64,11 @@ pub fn controller(f: &ControllerFacts<'_>) -> Vec<u8> {
     b[513] = 0x44; // CQES
     put(&mut b, 514, &128u16.to_le_bytes()); // MAXCMD
     put(&mut b, 516, &f.namespaces.to_le_bytes()); // NN
-    // ONCS: Write Zeroes (bit 3), Dataset Management (bit 2).
+    // ONCS: Dataset Management (bit 2), Write Zeroes (bit 3), Copy (bit
+    // 8); OCFS: Copy format 0.
     if !f.discovery {
-        put(&mut b, 520, &0b1100u16.to_le_bytes());
+        put(&mut b, 520, &(0b1100u16 | 1 << 8).to_le_bytes());
+        put(&mut b, 534, &1u16.to_le_bytes());
     }
     b[525] = 1; // VWC present
     // SGLS: SGLs supported, offset addressing (bit 20), transport data
@@ -81,6 +83,17 @@ pub fn controller(f: &ControllerFacts<'_>) -> Vec<u8> {
     b
 }
 
+/// The Copy command's limits, in blocks and ranges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyLimits {
+    /// MSSRL: blocks of one source range.
+    pub range_blocks: u16,
+    /// MCL: blocks of one command.
+    pub command_blocks: u32,
+    /// MSRC + 1: source ranges of one command.
+    pub ranges: u8,
+}
+
 /// What Identify Namespace says.
 pub struct NamespaceFacts {
     /// Blocks.
@@ -89,6 +102,8 @@ pub struct NamespaceFacts {
     pub block_size: u32,
     /// The device's UUID, as NGUID and UUID.
     pub uuid: [u8; 16],
+    /// The Copy command's limits.
+    pub copy: CopyLimits,
 }
 
 /// Identify Namespace (CNS 00h).
@@ -103,6 +118,9 @@ pub fn namespace(n: &NamespaceFacts) -> Vec<u8> {
     // DLFEAT: deallocated blocks read as zeroes, Write Zeroes may
     // deallocate.
     b[33] = 0x1 | 0x8;
+    put(&mut b, 74, &n.copy.range_blocks.to_le_bytes()); // MSSRL
+    put(&mut b, 76, &n.copy.command_blocks.to_le_bytes()); // MCL
+    b[80] = n.copy.ranges - 1; // MSRC
     put(&mut b, 104, &n.uuid); // NGUID
     let lbads = n.block_size.trailing_zeros();
     put(&mut b, 128, &(lbads << 16).to_le_bytes()); // LBAF0
@@ -179,6 +197,7 @@ pub fn effects_log(discovery: bool) -> Vec<u8> {
             (io::READ, supported),
             (io::WRITE_ZEROES, supported | 2),
             (io::DSM, supported | 2),
+            (io::COPY, supported | 2),
         ] {
             put(&mut b, 1024 + op as usize * 4, &effects.to_le_bytes());
         }
@@ -253,11 +272,24 @@ mod tests {
     #[test]
     fn namespace_and_descriptors() {
         let uuid = [7u8; 16];
+        let copy = CopyLimits {
+            range_blocks: 256,
+            command_blocks: 4096,
+            ranges: 128,
+        };
         let b = namespace(&NamespaceFacts {
             blocks: 1000,
             block_size: 4096,
             uuid,
+            copy,
         });
+        assert_eq!(u16::from_le_bytes([b[74], b[75]]), 256, "MSSRL");
+        assert_eq!(
+            u32::from_le_bytes(b[76..80].try_into().unwrap()),
+            4096,
+            "MCL"
+        );
+        assert_eq!(b[80], 127, "MSRC is 0-based");
         assert_eq!(u64::from_le_bytes(b[0..8].try_into().unwrap()), 1000);
         assert_eq!(b[128 + 2], 12, "LBADS");
         assert_eq!(&b[104..120], &uuid);
