@@ -2,8 +2,9 @@
 //! daemon's NVMe/TCP target (a malloc device shared on a kernel-chosen
 //! port of 127.0.0.1): verified random read/write runs over two
 //! connections, without and with digests, through in-capsule writes and
-//! R2T transfers; a refused Connect and a refused Copy are one-line errors
-//! with exit status 2.
+//! R2T transfers; Copy commands with their copied data read back and
+//! checked; a refused Connect and a Copy beyond the target's limits are
+//! one-line errors with exit status 2.
 //!
 //! Every run is short (1 to 2 s) and bounded by a timeout; every test
 //! starts its own daemon, killed when the test ends.
@@ -53,11 +54,22 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// Runs with `--json`, expects status 0 and returns the report.
+/// Runs nvmf-perf with `args` on [`worker_mask`] against subsystem
+/// `subnqn` of a daemon of its own.
+fn against(subnqn: &str, args: &[&str]) -> Output {
+    let d = start();
+    let (r, mask) = (target(&d, subnqn), worker_mask());
+    let mut args = args.to_vec();
+    args.extend(["-c", &mask, "-r", &r]);
+    nvmf_perf(&args)
+}
+
+/// Runs with `--json` against `m0`, expects status 0 and returns the
+/// report.
 fn run_json(args: &[&str]) -> Value {
     let mut args = args.to_vec();
     args.push("--json");
-    let out = nvmf_perf(&args);
+    let out = against(&nqn_of("m0"), &args);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(
         out.status.code(),
@@ -105,11 +117,8 @@ fn assert_verified(report: &Value, connections: usize) {
 
 #[test]
 fn randrw_with_verify_over_two_connections() {
-    let d = start();
-    let r = target(&d, &nqn_of("m0"));
-    let mask = worker_mask();
     let report = run_json(&[
-        "-q", "16", "-o", "4k", "-w", "randrw", "-t", "2", "-P", "2", "-c", &mask, "-y", "-r", &r,
+        "-q", "16", "-o", "4k", "-w", "randrw", "-t", "2", "-P", "2", "-y",
     ]);
     assert_verified(&report, 2);
     assert_eq!(report["config"]["header_digest"], false);
@@ -117,12 +126,8 @@ fn randrw_with_verify_over_two_connections() {
 
 #[test]
 fn randrw_with_verify_and_digests() {
-    let d = start();
-    let r = target(&d, &nqn_of("m0"));
-    let mask = worker_mask();
     let report = run_json(&[
-        "-q", "16", "-o", "4k", "-w", "randrw", "-t", "2", "-P", "2", "-c", &mask, "-y", "-H",
-        "-I", "-r", &r,
+        "-q", "16", "-o", "4k", "-w", "randrw", "-t", "2", "-P", "2", "-y", "-H", "-I",
     ]);
     assert_verified(&report, 2);
     assert_eq!(report["config"]["header_digest"], true);
@@ -131,24 +136,27 @@ fn randrw_with_verify_and_digests() {
 
 #[test]
 fn writes_beyond_the_capsule_go_by_r2t_and_verify() {
-    let d = start();
-    let r = target(&d, &nqn_of("m0"));
-    let mask = worker_mask();
     // 64 KiB is beyond the target's 8 KiB of in-capsule data.
     let report = run_json(&[
-        "-q", "8", "-o", "64k", "-w", "randrw", "-t", "1", "-c", &mask, "-y", "-I", "-r", &r,
+        "-q", "8", "-o", "64k", "-w", "randrw", "-t", "1", "-y", "-I",
     ]);
     assert_verified(&report, 1);
 }
 
 #[test]
+fn copies_run_and_their_data_is_read_back_and_checked() {
+    let report = run_json(&["-q", "8", "-o", "64k", "-w", "copy", "-t", "2", "-y"]);
+    assert_verified(&report, 1);
+}
+
+#[test]
 fn the_table_names_every_connection_and_the_total() {
-    let d = start();
-    let r = target(&d, &nqn_of("m0"));
-    let mask = worker_mask();
-    let out = nvmf_perf(&[
-        "-q", "4", "-o", "4k", "-w", "randread", "-t", "1", "-P", "2", "-c", &mask, "-r", &r,
-    ]);
+    let out = against(
+        &nqn_of("m0"),
+        &[
+            "-q", "4", "-o", "4k", "-w", "randread", "-t", "1", "-P", "2",
+        ],
+    );
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("Device Information"), "{stdout}");
@@ -172,22 +180,22 @@ fn assert_one_line_error(out: &Output, want: &str) {
 
 #[test]
 fn a_wrong_subsystem_nqn_is_one_line_and_status_2() {
-    let d = start();
-    let r = target(&d, &nqn_of("nope"));
-    let out = nvmf_perf(&["-q", "1", "-o", "4k", "-w", "randread", "-t", "1", "-r", &r]);
+    let out = against(
+        &nqn_of("nope"),
+        &["-q", "1", "-o", "4k", "-w", "randread", "-t", "1"],
+    );
     assert_one_line_error(&out, "refused");
     assert_one_line_error(&out, &nqn_of("nope"));
 }
 
 #[test]
-fn copy_is_refused_when_the_target_does_not_advertise_it() {
-    let d = start();
-    let r = target(&d, &nqn_of("m0"));
-    let mask = worker_mask();
-    let out = nvmf_perf(&[
-        "-q", "4", "-o", "64k", "-w", "copy", "-t", "1", "-c", &mask, "-y", "-r", &r,
-    ]);
-    assert_one_line_error(&out, "does not support Copy");
+fn copies_beyond_the_target_limits_are_refused() {
+    // The target advertises MSSRL 256 blocks: 1 MiB of 4 KiB blocks.
+    let out = against(
+        &nqn_of("m0"),
+        &["-q", "4", "-o", "2m", "-w", "copy", "-t", "1"],
+    );
+    assert_one_line_error(&out, "exceeds the target's limits");
 }
 
 #[test]

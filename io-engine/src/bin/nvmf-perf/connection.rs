@@ -183,7 +183,10 @@ impl Connection {
             return false;
         };
         let mut src = unit;
-        if op == sqe::COPY {
+        if op == sqe::COPY && plan.verify && self.region.copied(unit) {
+            // A Copy's destination is read back before it is copied over.
+            op = sqe::READ;
+        } else if op == sqe::COPY {
             let Some(s) = self.region.pick(&mut self.rng, true, Some(unit)) else {
                 self.region.release(unit);
                 return false;
@@ -263,8 +266,9 @@ impl Connection {
         true
     }
 
-    /// Reads what has come and handles every whole PDU.
-    pub fn receive(&mut self, now: u64) {
+    /// Reads what has come and handles every whole PDU; completions are
+    /// stamped with the time the read returned.
+    pub fn receive(&mut self) {
         if self.in_start == self.in_end {
             self.in_start = 0;
             self.in_end = 0;
@@ -279,6 +283,7 @@ impl Connection {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return,
             Err(e) => return self.break_with(format!("receiving: {e}")),
         }
+        let now = tsc::now();
         let inp = std::mem::take(&mut self.inp);
         while self.broken.is_none() && self.in_end - self.in_start >= wire::HEADER {
             let s = self.in_start;
@@ -407,13 +412,14 @@ impl Connection {
                 self.stats
                     .fail(1, || format!("I/O queue {qid}: {name} at LBA {lba}: {why}"));
                 if verify && op != sqe::READ {
-                    self.region.set_content(unit, None);
+                    self.region.set_content(unit, None, false);
                 }
             }
             None => {
                 if verify {
                     match op {
                         sqe::READ => {
+                            self.region.checked(unit);
                             if let Some(c) = self.region.content(unit) {
                                 self.stats.verified += 1;
                                 if let Err(bad) = self.region.check(c, &slot.buf) {
@@ -424,10 +430,10 @@ impl Connection {
                                 }
                             }
                         }
-                        sqe::WRITE => self.region.set_content(unit, slot.content),
+                        sqe::WRITE => self.region.set_content(unit, slot.content, false),
                         _ => {
                             let c = self.region.content(src);
-                            self.region.set_content(unit, c);
+                            self.region.set_content(unit, c, true);
                         }
                     }
                 }

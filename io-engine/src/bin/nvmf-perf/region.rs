@@ -31,6 +31,8 @@ pub struct Region {
     /// With verify: a unit in use, and what each holds (None: unknown).
     busy: Vec<bool>,
     content: Vec<Option<Content>>,
+    /// With verify: a unit a Copy wrote that has not been read back.
+    copied: Vec<bool>,
     verify: bool,
 }
 
@@ -47,6 +49,7 @@ impl Region {
             generation: 0,
             busy: vec![false; n],
             content: vec![None; n],
+            copied: vec![false; n],
             verify,
         }
     }
@@ -92,9 +95,21 @@ impl Region {
         self.content[unit as usize]
     }
 
-    /// Sets what `unit` holds (None: unknown, after a failed write).
-    pub fn set_content(&mut self, unit: u32, c: Option<Content>) {
+    /// Sets what `unit` holds (None: unknown, after a failed write), and
+    /// whether a Copy put it there.
+    pub fn set_content(&mut self, unit: u32, c: Option<Content>, by_copy: bool) {
         self.content[unit as usize] = c;
+        self.copied[unit as usize] = by_copy && c.is_some();
+    }
+
+    /// Whether a Copy wrote `unit` and it has not been read back since.
+    pub fn copied(&self, unit: u32) -> bool {
+        self.copied[unit as usize]
+    }
+
+    /// `unit` was read back.
+    pub fn checked(&mut self, unit: u32) {
+        self.copied[unit as usize] = false;
     }
 
     /// Fills `buf` with a new generation of `unit`'s pattern; returns what
@@ -148,6 +163,25 @@ mod tests {
         assert_eq!(r.check(ca, &b), Err(102));
         b[700] ^= 1;
         assert_eq!(r.check(cb, &b), Err(103));
+    }
+
+    #[test]
+    fn a_copy_moves_the_pattern_and_is_read_back_once() {
+        let mut r = Region::new(0, 4, 1, 512, true);
+        let mut a = vec![0u8; 512];
+        let c = r.fill(0, &mut a);
+        r.set_content(0, Some(c), false);
+        r.set_content(3, r.content(0), true);
+        assert!(r.copied(3) && !r.copied(0));
+        assert_eq!(
+            r.check(r.content(3).unwrap(), &a),
+            Ok(()),
+            "unit 3 holds unit 0's data"
+        );
+        r.checked(3);
+        assert!(!r.copied(3));
+        r.set_content(2, None, true);
+        assert!(!r.copied(2), "nothing known to read back");
     }
 
     #[test]

@@ -41,15 +41,16 @@ impl Worker {
             let started = Instant::now();
             let t0 = tsc::now();
             let end = t0 + tsc::ns_to_ticks((seconds * 1e9) as u64);
-            loop {
-                let now = tsc::now();
-                if now >= end {
-                    break;
-                }
+            while tsc::now() < end {
+                let mut working = false;
                 for c in self.conns.iter_mut().filter(|c| c.broken.is_none()) {
-                    c.receive(now);
-                    c.submit(now);
+                    c.receive();
+                    c.submit(tsc::now());
                     c.flush();
+                    working = true;
+                }
+                if !working {
+                    break;
                 }
             }
             let drain_end = Instant::now() + DRAIN;
@@ -58,7 +59,7 @@ impl Worker {
                 for c in self.conns.iter_mut().filter(|c| c.broken.is_none()) {
                     if c.in_flight() > 0 {
                         busy = true;
-                        c.receive(tsc::now());
+                        c.receive();
                         c.flush();
                     }
                 }
