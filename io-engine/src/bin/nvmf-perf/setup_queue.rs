@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use io_engine::export::nvmf::pdu::{Digests, kind};
+use io_engine::export::nvmf::pdu::{Digests, flags, kind};
 
 use super::cqe::Cqe;
 use super::sqe::{self, Sqe};
@@ -131,6 +131,12 @@ impl SetupQueue {
                         return Err("data digest mismatch in C2HData".into());
                     }
                     got[off..off + len].copy_from_slice(&p[at..at + len]);
+                    if p[1] & flags::SUCCESS != 0 {
+                        // No response capsule follows: the command succeeded.
+                        let mut cqe = [0u8; 16];
+                        cqe[12..14].copy_from_slice(&cid.to_le_bytes());
+                        return Ok((Cqe(cqe), got));
+                    }
                 }
                 k => return Err(format!("unexpected PDU type {k:#x} during setup")),
             }
