@@ -13,10 +13,11 @@ use std::net::TcpStream;
 
 use io_engine::env::tsc;
 use io_engine::env::xorshift::XorShift;
-use io_engine::export::nvmf::pdu::{Digests, flags, kind};
+use io_engine::export::nvmf::pdu::{flags, kind};
 
 use super::conn_stats::ConnStats;
 use super::cqe::Cqe;
+use super::plan::Plan;
 use super::region::{Content, Region};
 use super::sqe::{self, Sqe};
 use super::wire;
@@ -24,29 +25,6 @@ use super::workload::Workload;
 
 /// Bytes read from the socket per call, at least.
 const READ_CHUNK: usize = 1 << 20;
-
-/// What every connection of the run shares.
-#[derive(Debug, Clone, Copy)]
-pub struct Plan {
-    /// The workload and its read percentage (randrw).
-    pub workload: Workload,
-    /// Percentage of reads (randrw).
-    pub read_percent: u32,
-    /// Commands kept in flight.
-    pub depth: u16,
-    /// Bytes per command.
-    pub io_size: usize,
-    /// Namespace, and its block size.
-    pub nsid: u32,
-    /// Block size in bytes.
-    pub block_size: usize,
-    /// Most write data sent in the capsule.
-    pub in_capsule: usize,
-    /// Digests in use.
-    pub digests: Digests,
-    /// Check reads against what was written.
-    pub verify: bool,
-}
 
 /// A command in flight, by CID.
 struct Slot {

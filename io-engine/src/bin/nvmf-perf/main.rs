@@ -14,6 +14,7 @@ mod connection;
 mod controller;
 mod cqe;
 mod histogram;
+mod plan;
 mod region;
 mod report;
 mod setup_queue;
@@ -31,8 +32,9 @@ use io_engine::env::tsc;
 use io_engine::export::nvmf::pdu::Digests;
 use io_engine::perf::args;
 
-use connection::{Connection, Plan};
+use connection::Connection;
 use controller::Controller;
+use plan::Plan;
 use region::Region;
 use report::{Config, Report, Row};
 use transport_id::TransportId;
