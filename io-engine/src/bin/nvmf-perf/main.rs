@@ -230,6 +230,7 @@ fn run(args: Args) -> Result<Report, Fatal> {
 
     let config = Config {
         target: args.target.describe(),
+        nsid: ctrl.nsid,
         cores: cores.to_string(),
         connections_per_core: args.connections,
         workload: args.workload,

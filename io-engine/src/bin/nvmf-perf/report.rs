@@ -15,6 +15,7 @@ use super::workload::Workload;
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
     pub target: String,
+    pub nsid: u32,
     pub cores: String,
     pub connections_per_core: u32,
     pub workload: Workload,
@@ -140,7 +141,8 @@ impl Report {
     pub fn print(&self) {
         let name = |r: &Row| match (r.core, r.qid) {
             (Some(c), Some(q)) => {
-                format!("{} NSID 1 from core {c:>2} qid {q}", self.config.target)
+                let (t, ns) = (&self.config.target, self.config.nsid);
+                format!("{t} NSID {ns} from core {c:>2} qid {q}")
             }
             _ => "Total".to_string(),
         };
