@@ -599,7 +599,7 @@ async fn io_stats_count_exactly_the_perf_runs_ios_and_reset_zeroes_them() {
             "{json}"
         );
     }
-    for op in ["unmap", "flush", "write_zeroes"] {
+    for op in ["unmap", "flush", "write_zeroes", "copy"] {
         assert_eq!(u(&s[op]["ops"]), 0, "{json}");
     }
     assert!(u(&json["uptime_ns"]) > 0);
@@ -620,7 +620,7 @@ async fn io_stats_count_exactly_the_perf_runs_ios_and_reset_zeroes_them() {
     // The table shows the same counts, aligned.
     let text = d.ctl_ok(&["stats", "io", "s0"]);
     let rows = table(&text, &IO_STATS_HEADERS);
-    assert_eq!(rows.len(), 5, "a row per operation type:\n{text}");
+    assert_eq!(rows.len(), 6, "a row per operation type:\n{text}");
     assert_eq!(row(&rows, &["s0", "write"])[2], w0.to_string(), "{text}");
     assert_eq!(row(&rows, &["s0", "read"])[2], r0.to_string(), "{text}");
     assert_eq!(row(&rows, &["s0", "read"])[8], "0", "in flight:\n{text}");

@@ -409,53 +409,48 @@ impl Connection {
 
     /// Handles every whole PDU buffered.
     fn process(self: &Rc<Self>) {
+        let mut guard = self.state.borrow_mut();
+        let st = &mut *guard;
+        // The input is taken out while its PDUs are handled where they lie
+        // (handling never reads the input otherwise), so no PDU is copied.
+        let input = std::mem::take(&mut st.input);
+        let max_plen = (pdu::CAPSULE_CMD_HLEN + 8 + IN_CAPSULE_DATA)
+            .max(pdu::DATA_HLEN + 8 + MAX_H2C_DATA as usize) as u32;
         loop {
-            let mut guard = self.state.borrow_mut();
-            let st = &mut *guard;
             if st.terminated || st.eof || st.output.len() > OUTPUT_HIGH_WATER {
-                return;
+                break;
             }
-            let avail = st.input.len() - st.start;
-            if avail < pdu::COMMON_HEADER {
-                return;
+            let b = &input[st.start..];
+            if b.len() < pdu::COMMON_HEADER {
+                break;
             }
-            let pdu_start = st.start;
-            let hdr = Header::parse(&st.input[pdu_start..]);
-            let max_plen = (pdu::CAPSULE_CMD_HLEN + 8 + IN_CAPSULE_DATA)
-                .max(pdu::DATA_HLEN + 8 + MAX_H2C_DATA as usize) as u32;
+            let hdr = Header::parse(b);
             let data_len = match hdr.check(st.digests, max_plen) {
                 Ok(n) => n,
                 Err(e) => {
-                    let quoted =
-                        st.input[pdu_start..pdu_start + avail.min(hdr.hlen as usize)].to_vec();
-                    self.terminate(st, e, &quoted);
-                    return;
+                    self.terminate(st, e, &b[..b.len().min(hdr.hlen as usize)]);
+                    break;
                 }
             };
-            if avail < hdr.plen as usize {
-                return;
+            if b.len() < hdr.plen as usize {
+                break;
             }
-            let pdu_bytes = st.input[pdu_start..pdu_start + hdr.plen as usize].to_vec();
-            if let Err(e) = self.check_header_digest(st.digests, &hdr, &pdu_bytes) {
+            let pdu_bytes = &b[..hdr.plen as usize];
+            if let Err(e) = self.check_header_digest(st.digests, &hdr, pdu_bytes) {
                 self.terminate(st, e, &pdu_bytes[..hdr.hlen as usize]);
-                return;
+                break;
             }
-            let result = self.handle(st, &hdr, &pdu_bytes, data_len);
-            match result {
+            match self.handle(st, &hdr, pdu_bytes, data_len) {
                 Ok(true) => st.start += hdr.plen as usize,
                 // Waits for an IO buffer: the same PDU is handled again.
-                Ok(false) => return,
+                Ok(false) => break,
                 Err(e) => {
-                    self.terminate(
-                        st,
-                        e,
-                        &pdu_bytes[..(hdr.hlen as usize).min(pdu_bytes.len())],
-                    );
-                    return;
+                    self.terminate(st, e, &pdu_bytes[..hdr.hlen as usize]);
+                    break;
                 }
             }
-            drop(guard);
         }
+        st.input = input;
     }
 
     fn check_header_digest(
