@@ -579,3 +579,74 @@ fn an_unshare_announces_the_namespace_gone_and_closes_the_queues() {
     // The device is free again: it can be destroyed.
     d.ctl_ok(&["bdev", "destroy", "m0"]);
 }
+
+#[test]
+fn the_limits_hosts_see_follow_the_flags() {
+    let d = Daemon::start_quiet([
+        "--bdev",
+        "malloc:///m0?size_mb=64&blk_size=4096",
+        "--share",
+        "m0:nvmf",
+        "--nvmf-in-capsule",
+        "16384",
+        "--nvmf-max-transfer",
+        "262144",
+        "--nvmf-queue-depth",
+        "64",
+    ]);
+    let addr = d.nvmf_addr();
+    let (mut admin, mut io, _) = connect_sq(addr, 63);
+    let (_, ctrl) = admin
+        .read_admin(Sqe::new(0x06, 0).cdw(10, 1), 4096)
+        .unwrap();
+    assert_eq!(ctrl[77], 6, "MDTS 256 KiB");
+    assert_eq!(
+        u32::from_le_bytes(ctrl[1792..1796].try_into().unwrap()),
+        (16384 + 64) / 16
+    );
+    assert_eq!(
+        admin.get_property(0, true).unwrap() & 0xFFFF,
+        63,
+        "CAP.MQES"
+    );
+    // 16 KiB in the capsule, 256 KiB by R2T.
+    let data = pattern(21, 4 * BS);
+    assert_eq!(write(&mut io, 0, &data).status(), 0);
+    let big = pattern(22, 64 * BS);
+    let sqe = Sqe::rw(0x01, 64, 64).bytes(32, &(big.len() as u32).to_le_bytes());
+    assert_eq!(io.exec(sqe, &[], &big).unwrap().0.status(), 0);
+    assert_eq!(read(&mut io, 0, 4).1, data);
+    assert!(read(&mut io, 64, 64).1 == big);
+    // A queue larger than the depth: invalid parameters (SQSIZE).
+    let (_, cqe) = {
+        let mut h = Host::tcp(addr).unwrap();
+        h.ic(false, false).unwrap();
+        let c = h
+            .connect(0, 64, 0xFFFF, &nqn_of("m0"), HOST_NQN, 0)
+            .unwrap();
+        (h, c)
+    };
+    assert_eq!((cqe.status(), cqe.dw0() >> 16), (0x182, 44));
+
+    // A value out of range stops the daemon at start with one line.
+    let (out, _) =
+        io_engine_tests::daemon::run_daemon_to_exit(["--nvmf-max-transfer", "100000"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("largest transfer 100000"), "{err}");
+}
+
+/// [`connect`] with an I/O queue of `sqsize` (0-based).
+fn connect_sq(addr: SocketAddr, sqsize: u16) -> (Host, Host, u16) {
+    let (mut admin, cqe) = Host::admin(addr, &nqn_of("m0"), 0).unwrap();
+    assert_eq!(cqe.status(), 0, "admin Connect");
+    let cntlid = cqe.dw0() as u16;
+    assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
+    let mut io = Host::tcp(addr).unwrap();
+    io.ic(false, false).unwrap();
+    let cqe = io
+        .connect(1, sqsize, cntlid, &nqn_of("m0"), HOST_NQN, 0)
+        .unwrap();
+    assert_eq!(cqe.status(), 0, "I/O queue Connect");
+    (admin, io, cntlid)
+}

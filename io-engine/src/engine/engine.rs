@@ -45,7 +45,11 @@ impl Engine {
         let reactors = Reactors::start(&config.cores, config.poll_mode)?;
         let exports = Exports::new(config.nbd_max_per_export);
         Ok(Engine {
-            nvmf: nvmf::Target::new(exports.clone(), config.nvmf_max_connections),
+            nvmf: nvmf::Target::new(
+                exports.clone(),
+                config.nvmf_max_connections,
+                config.nvmf_limits,
+            ),
             exports,
             nbd: Arc::new(NbdCounters::default()),
             nbd_addr: std::sync::OnceLock::new(),

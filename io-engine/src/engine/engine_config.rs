@@ -25,6 +25,8 @@ pub struct EngineConfig {
     pub nbd_max_per_export: usize,
     /// NVMe/TCP connections (queue pairs) allowed in total (0: no limit).
     pub nvmf_max_connections: usize,
+    /// The NVMe/TCP target's limits (in-capsule data, transfer, queues).
+    pub nvmf_limits: crate::export::nvmf::Limits,
     /// Accel offload modules, best first (the software module is always
     /// added after them).
     pub accel_modules: Vec<Arc<dyn Module>>,

@@ -125,6 +125,30 @@ struct Args {
     #[arg(long, env = "IO_ENGINE_NVMF_MAX_CONNECTIONS", default_value_t = 1024)]
     nvmf_max_connections: usize,
 
+    /// NVMe/TCP: write data a command capsule may carry, in bytes (a
+    /// multiple of 16 from 4096 to 65536); larger writes go by R2T.
+    #[arg(
+        long,
+        env = "IO_ENGINE_NVMF_IN_CAPSULE",
+        default_value_t = 8192,
+        value_name = "BYTES"
+    )]
+    nvmf_in_capsule: usize,
+
+    /// NVMe/TCP: the largest transfer of one command (MDTS), in bytes: 4 KiB
+    /// times a power of two, at most 8 MiB.
+    #[arg(
+        long,
+        env = "IO_ENGINE_NVMF_MAX_TRANSFER",
+        default_value_t = 131072,
+        value_name = "BYTES"
+    )]
+    nvmf_max_transfer: usize,
+
+    /// NVMe/TCP: commands a queue holds (MQES + 1), 2 to 1024.
+    #[arg(long, env = "IO_ENGINE_NVMF_QUEUE_DEPTH", default_value_t = 128)]
+    nvmf_queue_depth: u16,
+
     /// Device to share at start, as NAME[:PROTOCOL][:ro]: over NBD (the
     /// default) or NVMe/TCP (`nvmf`), read-only with `ro`; repeat for more
     /// (in the environment variable, separate by commas).
@@ -242,6 +266,12 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         io_pool_cache: args.io_pool_cache,
         nbd_max_per_export: args.nbd_max_connections,
         nvmf_max_connections: args.nvmf_max_connections,
+        nvmf_limits: nvmf::Limits::new(
+            args.nvmf_in_capsule,
+            args.nvmf_max_transfer,
+            args.nvmf_queue_depth,
+        )
+        .map_err(|e| format!("NVMe/TCP: {e}"))?,
         // The I/OAT devices see DMA memory through a mapper registered
         // here: env tells it of every DMA region, made before or after.
         accel_modules: args.ioat.modules(register_mapper),

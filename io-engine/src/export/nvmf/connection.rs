@@ -35,15 +35,6 @@ use crate::reactor::{self, FdHandler, FdRegistration, Interest, Poll, PollerHand
 
 /// Bytes read from the socket per read call.
 const READ_CHUNK: usize = 256 << 10;
-/// In-capsule data a command capsule may carry, on every queue.
-pub const IN_CAPSULE_DATA: usize = 8192;
-/// MDTS: the largest transfer is 2^MDTS_SHIFT pages of 4 KiB (128 KiB).
-pub const MDTS_SHIFT: u8 = 5;
-/// The largest transfer of one command, in bytes.
-pub const MAX_TRANSFER: usize = 4096 << MDTS_SHIFT;
-/// MAXH2CDATA: the most data of one H2CData PDU (one R2T asks for a
-/// whole transfer).
-pub const MAX_H2C_DATA: u32 = MAX_TRANSFER as u32;
 /// The Copy command's limits: 256 blocks per source range, 128 ranges
 /// (their list, 4 KiB, fits the capsule), 4096 blocks per command.
 pub const COPY_LIMITS: CopyLimits = CopyLimits {
@@ -53,8 +44,6 @@ pub const COPY_LIMITS: CopyLimits = CopyLimits {
 };
 /// Command Size Limit Exceeded (a Copy beyond the advertised limits).
 const COMMAND_SIZE_LIMIT_EXCEEDED: Status = Status(0x183);
-/// Entries of a queue (MQES + 1).
-pub const QUEUE_ENTRIES: u16 = 128;
 /// Longest a connection may take from accept to its Connect: one that
 /// has not connected by then is closed, so idle sockets cannot hold the
 /// target's connection slots.
@@ -81,8 +70,8 @@ const TRANSIENT_TRANSPORT_ERROR: Status = Status(0x022);
 const WRITE_PROTECTED: Status = Status(0x020);
 
 /// CAP: MQES, CQR, TO (15 s), CSS NVM, MPSMIN 4 KiB, MPSMAX 4 KiB.
-const fn cap() -> u64 {
-    (QUEUE_ENTRIES as u64 - 1) | 1 << 16 | 30 << 24 | 1 << 37
+const fn cap(queue_entries: u16) -> u64 {
+    (queue_entries as u64 - 1) | 1 << 16 | 30 << 24 | 1 << 37
 }
 
 /// What a queue is doing.
@@ -414,8 +403,7 @@ impl Connection {
         // The input is taken out while its PDUs are handled where they lie
         // (handling never reads the input otherwise), so no PDU is copied.
         let input = std::mem::take(&mut st.input);
-        let max_plen = (pdu::CAPSULE_CMD_HLEN + 8 + IN_CAPSULE_DATA)
-            .max(pdu::DATA_HLEN + 8 + MAX_H2C_DATA as usize) as u32;
+        let max_plen = self.server.limits.max_pdu();
         loop {
             if st.terminated || st.eof || st.output.len() > OUTPUT_HIGH_WATER {
                 break;
@@ -519,7 +507,11 @@ impl Connection {
                     header: dgst & 1 != 0,
                     data: dgst & 2 != 0,
                 };
-                pdu::put_ic_resp(st.output.bytes(), st.digests, MAX_H2C_DATA);
+                pdu::put_ic_resp(
+                    st.output.bytes(),
+                    st.digests,
+                    self.server.limits.max_h2c_data(),
+                );
                 st.phase = Phase::Connecting;
                 Ok(true)
             }
@@ -632,7 +624,7 @@ impl Connection {
             }
             (fctype::PROPERTY_GET, Some(ctrl)) if st.qid == 0 => {
                 let v = match cmd.property_offset() {
-                    PROP_CAP => Some(cap()),
+                    PROP_CAP => Some(cap(self.server.limits.queue_entries)),
                     PROP_VS => Some(0x0002_0000),
                     PROP_CC => Some(ctrl.cc() as u64),
                     PROP_CSTS => Some(ctrl.csts() as u64),
@@ -686,7 +678,7 @@ impl Connection {
         }
         let qid = cmd.connect_qid();
         let sqsize = cmd.connect_sqsize();
-        if sqsize == 0 || sqsize >= QUEUE_ENTRIES {
+        if sqsize == 0 || sqsize >= self.server.limits.queue_entries {
             return invalid(false, 44);
         }
         let cntlid = u16::from_le_bytes([data[16], data[17]]);
@@ -809,8 +801,9 @@ impl Connection {
                         serial: &a.serial,
                         model: "io-engine",
                         subnqn: &a.ctrl.subnqn,
-                        mdts: MDTS_SHIFT,
-                        capsule_bytes: (64 + IN_CAPSULE_DATA) as u32,
+                        mdts: self.server.limits.mdts(),
+                        capsule_bytes: (64 + self.server.limits.in_capsule) as u32,
+                        max_commands: self.server.limits.queue_entries,
                         namespaces: if discovery { 0 } else { 1 },
                         discovery,
                     })),
@@ -963,7 +956,7 @@ impl Connection {
                     Ok(r) => r,
                     Err(s) => return fail(st, self, s),
                 };
-                if len as usize > MAX_TRANSFER {
+                if len as usize > self.server.limits.max_transfer {
                     return fail(st, self, Status::INVALID_FIELD);
                 }
                 if op == nvm::WRITE && read_only {

@@ -25,6 +25,8 @@ pub struct ControllerFacts<'a> {
     pub capsule_bytes: u32,
     /// Namespaces (0 for the discovery controller).
     pub namespaces: u32,
+    /// MAXCMD: commands a queue holds.
+    pub max_commands: u16,
     /// Whether this is a discovery controller.
     pub discovery: bool,
 }
@@ -62,7 +64,7 @@ pub fn controller(f: &ControllerFacts<'_>) -> Vec<u8> {
     put(&mut b, 320, &10u16.to_le_bytes()); // KAS: 1 s granularity
     b[512] = 0x66; // SQES
     b[513] = 0x44; // CQES
-    put(&mut b, 514, &128u16.to_le_bytes()); // MAXCMD
+    put(&mut b, 514, &f.max_commands.to_le_bytes()); // MAXCMD
     put(&mut b, 516, &f.namespaces.to_le_bytes()); // NN
     // ONCS: Dataset Management (bit 2), Write Zeroes (bit 3), Copy (bit
     // 8); OCFS: Copy format 0.
@@ -259,6 +261,7 @@ mod tests {
             mdts: 5,
             capsule_bytes: 8192 + 64,
             namespaces: 1,
+            max_commands: 128,
             discovery: false,
         });
         assert_eq!(&b[4..8], b"SN1 ");

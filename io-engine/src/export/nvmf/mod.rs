@@ -13,6 +13,7 @@ mod completion;
 mod connection;
 mod controller;
 mod identify;
+mod limits;
 pub mod nqn;
 pub mod pdu;
 mod server;
@@ -21,8 +22,8 @@ mod target;
 
 pub use command::Command;
 pub use completion::{Completion, Status};
-pub use connection::{IN_CAPSULE_DATA, MAX_TRANSFER, QUEUE_ENTRIES};
 pub use controller::{Controller, Controllers};
+pub use limits::Limits;
 pub use server::serve;
 pub use stats::{NvmfCounters, NvmfStats};
 pub use target::Target;

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use super::controller::Controllers;
 use super::identify::{self, DiscoveryEntry};
+use super::limits::Limits;
 use super::nqn;
 use super::stats::NvmfCounters;
 use crate::export::{Exports, Protocol};
@@ -25,6 +26,8 @@ pub struct Target {
     /// Its controllers.
     pub controllers: Controllers,
     listeners: Mutex<Vec<SocketAddr>>,
+    /// What hosts see of the target's limits.
+    pub limits: Limits,
     /// Connections beyond which hosts are refused (0: no limit).
     pub(super) max_connections: usize,
     pub(super) next: AtomicUsize,
@@ -35,8 +38,9 @@ pub struct Target {
 
 impl Target {
     /// A target over `exports`.
-    pub fn new(exports: Arc<Exports>, max_connections: usize) -> Arc<Target> {
+    pub fn new(exports: Arc<Exports>, max_connections: usize, limits: Limits) -> Arc<Target> {
         Arc::new(Target {
+            limits,
             exports,
             controllers: Controllers::default(),
             listeners: Mutex::new(Vec::new()),
