@@ -130,6 +130,30 @@ fn a_host_connects_identifies_writes_and_reads_back() {
     );
     assert_eq!(io.exec(Sqe::new(0x00, 1), &[], &[]).unwrap().0.status(), 0);
 
+    // Compare: equal data (in the capsule, and 128 KiB by R2T) succeeds,
+    // different data is a Compare Failure.
+    let cmp = |io: &mut Host, slba: u64, data: &[u8]| {
+        let sqe = Sqe::rw(0x05, slba, (data.len() / BS) as u32);
+        if data.len() <= 8192 {
+            io.exec(sqe, data, &[]).unwrap().0.status()
+        } else {
+            let sqe = sqe.bytes(32, &(data.len() as u32).to_le_bytes());
+            io.exec(sqe, &[], data).unwrap().0.status()
+        }
+    };
+    let (_, now) = read(&mut io, 104, 1);
+    assert_eq!(cmp(&mut io, 104, &now), 0);
+    assert_eq!(
+        cmp(&mut io, 104, &pattern(99, BS)),
+        0x285,
+        "Compare Failure"
+    );
+    let (_, big_now) = read(&mut io, 104, 32);
+    assert_eq!(cmp(&mut io, 104, &big_now), 0);
+    let mut off_by_one = big_now.clone();
+    off_by_one[100_000] ^= 1;
+    assert_eq!(cmp(&mut io, 104, &off_by_one), 0x285);
+
     // Statuses: LBA out of range, invalid opcode, wrong namespace.
     let (cqe, _) = read(&mut io, BLOCKS - 1, 2);
     assert_eq!(cqe.status(), 0x080, "LBA Out of Range");

@@ -30,6 +30,8 @@ pub mod io {
     pub const FLUSH: u8 = 0x00;
     /// Write.
     pub const WRITE: u8 = 0x01;
+    /// Compare.
+    pub const COMPARE: u8 = 0x05;
     /// Read.
     pub const READ: u8 = 0x02;
     /// Write Zeroes.

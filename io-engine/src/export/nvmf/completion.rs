@@ -44,6 +44,8 @@ impl Status {
     pub const CONNECT_INVALID_HOST: Status = Status(0x184);
     /// Media error: Write Fault.
     pub const WRITE_FAULT: Status = Status(0x280);
+    /// Media error: Compare Failure.
+    pub const COMPARE_FAILURE: Status = Status(0x285);
 
     /// Whether it is success.
     pub fn is_success(self) -> bool {

@@ -124,6 +124,8 @@ struct Slot {
     offset: u64,
     /// Device IOs in flight for it (DSM: one per range).
     pending: u32,
+    /// A Compare's second buffer, for the device's data.
+    spare: Option<IoBuf>,
     status: Status,
 }
 
@@ -951,7 +953,7 @@ impl Connection {
         };
         let op = cmd.opcode();
         let (offset, len, io) = match op {
-            nvm::READ | nvm::WRITE => {
+            nvm::READ | nvm::WRITE | nvm::COMPARE => {
                 let (offset, len) = match range(&cmd) {
                     Ok(r) => r,
                     Err(s) => return fail(st, self, s),
@@ -967,9 +969,9 @@ impl Connection {
                     return fail(st, self, Status::SGL_LENGTH_INVALID);
                 }
                 let in_capsule = sgl_type == sgl::IN_CAPSULE;
-                if (op == nvm::READ && sgl_type != sgl::TRANSPORT)
-                    || (op == nvm::WRITE && !in_capsule && sgl_type != sgl::TRANSPORT)
-                {
+                // Reads come by C2HData; Writes and Compares bring their
+                // data in the capsule or by R2T.
+                if sgl_type != sgl::TRANSPORT && (op == nvm::READ || !in_capsule) {
                     return fail(st, self, Status::SGL_TYPE_INVALID);
                 }
                 if in_capsule && data.len() != len as usize {
@@ -1013,11 +1015,18 @@ impl Connection {
         let Phase::Io(q) = &st.phase else {
             unreachable!("an I/O queue")
         };
-        let buf = if io.is_none() {
-            match q.bufs.take(len as usize) {
-                Some(b) => {
+        let (buf, spare) = if io.is_none() {
+            // A Compare takes two: the host's data and the device's.
+            let take = |n: usize| {
+                (0..n)
+                    .map(|_| q.bufs.take(len as usize))
+                    .collect::<Option<Vec<_>>>()
+            };
+            match take(if op == nvm::COMPARE { 2 } else { 1 }) {
+                Some(mut b) => {
                     self.starved.set(false);
-                    Some(b)
+                    let first = b.pop();
+                    (first, b.pop())
                 }
                 None => {
                     self.starved.set(true);
@@ -1025,7 +1034,7 @@ impl Connection {
                 }
             }
         } else {
-            None
+            (None, None)
         };
         st.free.pop();
         self.advance_sqhd(st);
@@ -1037,6 +1046,7 @@ impl Connection {
             got: 0,
             offset,
             pending: 0,
+            spare,
             status: Status::SUCCESS,
         });
         match (op, io) {
@@ -1050,9 +1060,9 @@ impl Connection {
             }
             _ if !data.is_empty() => {
                 let slot = st.slots[tag as usize].as_mut().expect("taken above");
-                let mut buf = slot.buf.take().expect("a WRITE's buffer");
+                let buf = slot.buf.as_mut().expect("a WRITE's buffer");
                 buf.as_mut_slice()[..data.len()].copy_from_slice(data);
-                self.submit(st, tag, IoRequest::write(buf, offset, len));
+                self.data_in(st, tag);
             }
             _ => {
                 // The data comes in H2CData PDUs: ask for all of it.
@@ -1110,6 +1120,7 @@ impl Connection {
             got: 0,
             offset: 0,
             pending: 0,
+            spare: None,
             status: Status::SUCCESS,
         });
         for (offset, len) in ranges {
@@ -1180,6 +1191,7 @@ impl Connection {
             got: 0,
             offset: 0,
             pending: 0,
+            spare: None,
             status: Status::SUCCESS,
         });
         for io in copies {
@@ -1208,7 +1220,9 @@ impl Connection {
             .slots
             .get_mut(ttag as usize)
             .and_then(|s| s.as_mut())
-            .filter(|s| s.op == nvm::WRITE && s.buf.is_some() && s.cid == cccid)
+            .filter(|s| {
+                (s.op == nvm::WRITE || s.op == nvm::COMPARE) && s.buf.is_some() && s.cid == cccid
+            })
             .ok_or_else(|| {
                 PduError::field(10, format!("H2CData for unknown transfer tag {ttag}"))
             })?;
@@ -1242,19 +1256,32 @@ impl Connection {
             if hdr.flags & flags::LAST_PDU == 0 {
                 tracing::debug!(peer = %self.peer, "NVMe/TCP: last H2CData without LAST_PDU");
             }
-            let (buf, offset, len, status) = (
-                slot.buf.take().expect("filtered above"),
-                slot.offset,
-                slot.len,
-                slot.status,
-            );
-            if status.is_success() {
-                self.submit(st, ttag, IoRequest::write(buf, offset, len as u64));
+            if slot.status.is_success() {
+                self.data_in(st, ttag);
             } else {
+                let status = slot.status;
                 self.finish(st, ttag, status);
             }
         }
         Ok(())
+    }
+
+    /// The host's data of a Write or Compare in slot `tag` is all in its
+    /// buffer: a Write goes to the device; a Compare reads the device's
+    /// data into its second buffer, compared when that completes.
+    fn data_in(self: &Rc<Self>, st: &mut State, tag: u16) {
+        let slot = st.slots[tag as usize].as_mut().expect("a taken slot");
+        let (offset, len) = (slot.offset, slot.len as u64);
+        let io = if slot.op == nvm::COMPARE {
+            IoRequest::read(
+                slot.spare.take().expect("a Compare's second buffer"),
+                offset,
+                len,
+            )
+        } else {
+            IoRequest::write(slot.buf.take().expect("a Write's buffer"), offset, len)
+        };
+        self.submit(st, tag, io);
     }
 
     fn submit(self: &Rc<Self>, st: &mut State, tag: u16, mut io: IoRequest) {
@@ -1322,6 +1349,20 @@ impl IoCompletion for Connection {
             slot.pending -= 1;
             if !status.is_success() && slot.status.is_success() {
                 slot.status = status;
+            }
+            if slot.op == nvm::COMPARE && slot.status.is_success() {
+                let len = io.len() as usize;
+                let device = io.buf().map(|b| &b.as_slice()[..len]);
+                let host = slot.buf.as_ref().map(|b| &b.as_slice()[..len]);
+                let zeroes = io.reads_zeroes();
+                let same = match (device, host) {
+                    (_, Some(h)) if zeroes => h.iter().all(|&x| x == 0),
+                    (Some(d), Some(h)) => d == h,
+                    _ => false,
+                };
+                if !same {
+                    slot.status = Status::COMPARE_FAILURE;
+                }
             }
             if slot.pending == 0 {
                 let (cid, op, status) = (slot.cid, slot.op, slot.status);

@@ -66,10 +66,10 @@ pub fn controller(f: &ControllerFacts<'_>) -> Vec<u8> {
     b[513] = 0x44; // CQES
     put(&mut b, 514, &f.max_commands.to_le_bytes()); // MAXCMD
     put(&mut b, 516, &f.namespaces.to_le_bytes()); // NN
-    // ONCS: Dataset Management (bit 2), Write Zeroes (bit 3), Copy (bit
-    // 8); OCFS: Copy format 0.
+    // ONCS: Compare (bit 0), Dataset Management (bit 2), Write Zeroes
+    // (bit 3), Copy (bit 8); OCFS: Copy format 0.
     if !f.discovery {
-        put(&mut b, 520, &(0b1100u16 | 1 << 8).to_le_bytes());
+        put(&mut b, 520, &(0b1101u16 | 1 << 8).to_le_bytes());
         put(&mut b, 534, &1u16.to_le_bytes());
     }
     b[525] = 1; // VWC present
@@ -197,6 +197,7 @@ pub fn effects_log(discovery: bool) -> Vec<u8> {
             (io::FLUSH, supported),
             (io::WRITE, supported | 2),
             (io::READ, supported),
+            (io::COMPARE, supported),
             (io::WRITE_ZEROES, supported | 2),
             (io::DSM, supported | 2),
             (io::COPY, supported | 2),

@@ -21,10 +21,11 @@ const ADMIN_OPS: [(u8, &str); 8] = [
     (admin::KEEP_ALIVE, "keep_alive"),
     (admin::FABRICS, "fabrics"),
 ];
-const IO_OPS: [(u8, &str); 7] = [
+const IO_OPS: [(u8, &str); 8] = [
     (io::FLUSH, "flush"),
     (io::WRITE, "write"),
     (io::READ, "read"),
+    (io::COMPARE, "compare"),
     (io::WRITE_ZEROES, "write_zeroes"),
     (io::DSM, "dataset_management"),
     (io::COPY, "copy"),
@@ -34,7 +35,8 @@ const IO_OPS: [(u8, &str); 7] = [
 const OPS: usize = 9;
 
 /// The statuses counted by name; others count as "other".
-const STATUSES: [(Status, &str); 16] = [
+const STATUSES: [(Status, &str); 17] = [
+    (Status::COMPARE_FAILURE, "compare_failure"),
     (Status::INVALID_OPCODE, "invalid_opcode"),
     (Status::INVALID_FIELD, "invalid_field"),
     (Status::DATA_TRANSFER_ERROR, "data_transfer_error"),
