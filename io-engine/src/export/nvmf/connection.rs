@@ -1102,34 +1102,13 @@ impl Connection {
                 return answer(st, Status::LBA_OUT_OF_RANGE);
             }
             if nlb > 0 {
-                ranges.push((slba * bs, nlb * bs));
+                ranges.push(IoRequest::no_data(IoType::Unmap, slba * bs, nlb * bs));
             }
         }
         if ranges.is_empty() {
             return answer(st, Status::SUCCESS);
         }
-        let Some(tag) = st.free.pop() else {
-            return answer(st, Status::COMMAND_SEQUENCE_ERROR);
-        };
-        self.advance_sqhd(st);
-        st.slots[tag as usize] = Some(Slot {
-            cid,
-            op: nvm::DSM,
-            buf: None,
-            len: 0,
-            got: 0,
-            offset: 0,
-            pending: 0,
-            spare: None,
-            status: Status::SUCCESS,
-        });
-        for (offset, len) in ranges {
-            if st.slots[tag as usize].is_none() {
-                break; // refused at once and answered
-            }
-            self.submit(st, tag, IoRequest::no_data(IoType::Unmap, offset, len));
-        }
-        Ok(true)
+        self.submit_all(st, cid, nvm::DSM, ranges)
     }
 
     /// Copy (NVMe 2.0 Simple Copy, source range format 0): one device copy
@@ -1179,13 +1158,31 @@ impl Connection {
             copies.push(IoRequest::copy(slba * bs, dst * bs, nlb * bs));
             dst += nlb;
         }
-        let Some(tag) = st.free.pop() else {
-            return answer(st, Status::COMMAND_SEQUENCE_ERROR);
-        };
+        self.submit_all(st, cid, nvm::COPY, copies)
+    }
+
+    /// Takes a slot for command `cid` (`op`) and submits `ios` for it:
+    /// the command is answered when the last completes (Dataset
+    /// Management: an unmap per range; Copy: a copy per range).
+    fn submit_all(
+        self: &Rc<Self>,
+        st: &mut State,
+        cid: u16,
+        op: u8,
+        ios: Vec<IoRequest>,
+    ) -> Result<bool, PduError> {
         self.advance_sqhd(st);
+        let Some(tag) = st.free.pop() else {
+            self.respond(
+                st,
+                Completion::new(cid, Status::COMMAND_SEQUENCE_ERROR),
+                None,
+            );
+            return Ok(true);
+        };
         st.slots[tag as usize] = Some(Slot {
             cid,
-            op: nvm::COPY,
+            op,
             buf: None,
             len: 0,
             got: 0,
@@ -1194,7 +1191,7 @@ impl Connection {
             spare: None,
             status: Status::SUCCESS,
         });
-        for io in copies {
+        for io in ios {
             if st.slots[tag as usize].is_none() {
                 break; // refused at once and answered
             }
