@@ -491,6 +491,21 @@ fn allowed_hosts_are_kept_and_the_export_list_shows_controllers() {
     // Allowed hosts are NQNs, for NVMe-oF only.
     let out = d.ctl(["bdev", "share", "m0", "--allowed-host", allowed]);
     assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("NVMe-oF shares only"), "{err}");
+    d.ctl_ok(&["bdev", "create", "malloc:///m1?size_mb=4&blk_size=4096"]);
+    let out = d.ctl([
+        "bdev",
+        "share",
+        "m1",
+        "--protocol",
+        "nvmf",
+        "--allowed-host",
+        "host-1",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not an NQN"), "{err}");
 
     // Another host: Connect Invalid Host, on the data's HOSTNQN.
     let mut h = Host::tcp(addr).unwrap();
@@ -652,6 +667,14 @@ fn the_limits_hosts_see_follow_the_flags() {
     };
     assert_eq!((cqe.status(), cqe.dw0() >> 16), (0x182, 44));
 
+    // A share with an unknown protocol stops the daemon at start.
+    let (out, _) = io_engine_tests::daemon::run_daemon_to_exit(
+        ["--bdev", "null:///n0?size_mb=4", "--share", "n0:iscsi"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown protocol \"iscsi\""), "{err}");
     // A value out of range stops the daemon at start with one line.
     let (out, _) =
         io_engine_tests::daemon::run_daemon_to_exit(["--nvmf-max-transfer", "100000"], &[]);
