@@ -48,6 +48,8 @@ const COMMAND_SIZE_LIMIT_EXCEEDED: Status = Status(0x183);
 /// has not connected by then is closed, so idle sockets cannot hold the
 /// target's connection slots.
 pub const CONNECT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often an admin queue looks for its share (see `Admin`).
+const SHARE_CHECK_NS: u64 = 10_000_000;
 /// Stop reading while this much output waits for the host.
 const OUTPUT_HIGH_WATER: usize = 64 << 20;
 /// Property offsets.
@@ -96,6 +98,10 @@ struct Admin {
     aers: Vec<u16>,
     /// The namespace went away (the Changed Namespace List names it).
     ns_changed: bool,
+    /// When the share is next looked up to see whether it is still there
+    /// (TSC): a lookup takes the export table's lock and clones the share,
+    /// so it is done every few milliseconds, not every round.
+    next_share_check: u64,
     /// The share's namespace, for Identify (none on the discovery
     /// controller).
     ns: Option<NamespaceFacts>,
@@ -246,7 +252,11 @@ impl Connection {
                         if a.kato != 0 {
                             reactor::wake_by(a.last + a.kato + 1);
                         }
-                        if !a.ctrl.is_dead() && !terminated && self.export_gone(&a.ctrl) {
+                        let check = now >= a.next_share_check;
+                        if check {
+                            a.next_share_check = now + tsc::ns_to_ticks(SHARE_CHECK_NS);
+                        }
+                        if check && !a.ctrl.is_dead() && !terminated && self.export_gone(&a.ctrl) {
                             // The namespace is gone: a held Asynchronous
                             // Event Request says so (a notice, namespace
                             // attribute changed, log page 04h), then the
@@ -729,6 +739,7 @@ impl Connection {
                 last: tsc::now(),
                 aers: Vec::new(),
                 ns_changed: false,
+                next_share_check: 0,
                 ns,
                 serial,
             }));
