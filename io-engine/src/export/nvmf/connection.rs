@@ -35,6 +35,10 @@ use crate::reactor::{self, FdHandler, FdRegistration, Interest, Poll, PollerHand
 
 /// Bytes read from the socket per read call.
 const READ_CHUNK: usize = 256 << 10;
+/// Bytes read behind data received straight into an IO buffer: its data
+/// digest and the next H2CData header with its header digest, so that the
+/// next Write's data can go straight to its buffer too.
+const AFTER_DATA: usize = 4 + pdu::DATA_HLEN + 4;
 /// The Copy command's limits: 256 blocks per source range, 128 ranges
 /// (their list, 4 KiB, fits the capsule), 4096 blocks per command.
 pub const COPY_LIMITS: CopyLimits = CopyLimits {
@@ -125,8 +129,10 @@ struct Slot {
     op: u8,
     buf: Option<IoBuf>,
     len: usize,
-    /// Bytes of a WRITE's data received (R2T transfers).
+    /// Bytes of a Write's or Compare's data received.
     got: usize,
+    /// An R2T asked for the data.
+    r2t: bool,
     offset: u64,
     /// Device IOs in flight for it (DSM: one per range).
     pending: u32,
@@ -149,10 +155,74 @@ struct State {
     sqhd: u16,
     slots: Vec<Option<Slot>>,
     free: Vec<u16>,
+    /// The data PDU whose data is being received straight into its IO
+    /// buffer (its header handled, its data not all here yet).
+    inbound: Option<Inbound>,
+    /// Bytes still to come of a PDU that was handled before all of it
+    /// arrived and whose data is not wanted (the command was refused).
+    skip: usize,
+    /// Commands whose data an R2T asked for and has not all come: while
+    /// there are some, reads stop at PDU headers, so that the data that
+    /// follows a header is read into its buffer rather than the input.
+    awaiting: u32,
     /// A C2HTermReq went out: read nothing more, close once it is sent.
     terminated: bool,
     /// When the connection must have connected (TSC).
     connect_by: u64,
+}
+
+/// Data of a Write or Compare arriving straight into the IO buffer of the
+/// command in slot `tag` (bytes `at..end` of it still to come).
+struct Inbound {
+    tag: u16,
+    /// Where in the buffer this PDU's data started, and where the bytes
+    /// read straight into the buffer start.
+    start: usize,
+    direct: usize,
+    at: usize,
+    end: usize,
+    /// CRC-32C of the PDU's data before `direct` (data digests on).
+    crc: u32,
+    /// The PDU's flags.
+    flags: u8,
+}
+
+/// The data of the PDU being handled: the part of it in the input, its
+/// whole length, and its digest when data digests are on and it is here.
+#[derive(Clone, Copy)]
+struct PduData<'a> {
+    here: &'a [u8],
+    len: usize,
+    digest: Option<u32>,
+}
+
+impl<'a> PduData<'a> {
+    /// The data of the PDU whose bytes so far are `b` (all of them once
+    /// `b` is as long as PLEN), `len` bytes long.
+    fn of(d: Digests, hdr: &Header, b: &'a [u8], len: usize) -> PduData<'a> {
+        if hdr.pdo == 0 {
+            return PduData {
+                here: &[],
+                len: 0,
+                digest: None,
+            };
+        }
+        let at = hdr.pdo as usize;
+        let here = &b[at..b.len().min(at + len)];
+        let digest = (d.data && b.len() >= at + len + 4)
+            .then(|| u32::from_le_bytes(b[at + len..at + len + 4].try_into().expect("4 bytes")));
+        PduData { here, len, digest }
+    }
+
+    fn complete(&self) -> bool {
+        self.here.len() == self.len
+    }
+
+    /// Whether the digest (if any) matches the data (which is all here).
+    fn digest_ok(&self) -> bool {
+        self.digest
+            .is_none_or(|want| pdu::crc32c(0, self.here) == want)
+    }
 }
 
 /// A queue pair.
@@ -210,6 +280,9 @@ impl Connection {
                 sqhd: 0,
                 slots: Vec::new(),
                 free: Vec::new(),
+                inbound: None,
+                skip: 0,
+                awaiting: 0,
                 terminated: false,
                 connect_by: tsc::now() + tsc::ns_to_ticks(CONNECT_DEADLINE.as_nanos() as u64),
             }),
@@ -392,15 +465,48 @@ impl Connection {
     }
 
     fn read_input(&self) {
-        let mut st = self.state.borrow_mut();
+        let mut guard = self.state.borrow_mut();
+        let st = &mut *guard;
         if st.eof || st.terminated || st.output.len() > OUTPUT_HIGH_WATER {
             return;
         }
         let start = std::mem::take(&mut st.start);
         st.input.drain(..start);
-        st.input.reserve(READ_CHUNK);
         let fd = self.sock.clone();
-        match rustix::io::read(&*fd, rustix::buffer::spare_capacity(&mut st.input)) {
+        let got = match &mut st.inbound {
+            Some(inb) => {
+                // Data straight into its IO buffer, and what follows it
+                // (its digest, the next header) into the input.
+                let buf = st.slots[inb.tag as usize]
+                    .as_mut()
+                    .and_then(|s| s.buf.as_mut())
+                    .expect("an inbound command's buffer");
+                let mut after = [0u8; AFTER_DATA];
+                let mut iov = [
+                    io::IoSliceMut::new(&mut buf.as_mut_slice()[inb.at..inb.end]),
+                    io::IoSliceMut::new(&mut after),
+                ];
+                rustix::io::readv(&*fd, &mut iov).inspect(|&n| {
+                    let direct = n.min(inb.end - inb.at);
+                    inb.at += direct;
+                    st.input.extend_from_slice(&after[..n - direct]);
+                })
+            }
+            None => {
+                let want = Self::read_size(st);
+                st.input.reserve(want);
+                let len = st.input.len();
+                let spare = &mut st.input.spare_capacity_mut()[..want];
+                let got = rustix::io::read(&*fd, spare).map(|(init, _)| init.len());
+                if let Ok(n) = got {
+                    // SAFETY: the read initialised the first `n` bytes of
+                    // the spare capacity, which directly follow `len`.
+                    unsafe { st.input.set_len(len + n) };
+                }
+                got
+            }
+        };
+        match got {
             Ok(0) => st.eof = true,
             Ok(_) => {}
             Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => {}
@@ -408,7 +514,37 @@ impl Connection {
         }
     }
 
-    /// Handles every whole PDU buffered.
+    /// How much to read into the input: a large chunk, unless Writes'
+    /// data is awaited after R2Ts; then up to the end of the next PDU's
+    /// header (an H2CData header when its common header is not here yet),
+    /// so that its data is read straight into its buffer.
+    fn read_size(st: &State) -> usize {
+        let b = &st.input[st.start..];
+        if st.awaiting == 0 || st.skip > 0 {
+            return READ_CHUNK;
+        }
+        if b.len() < pdu::COMMON_HEADER {
+            let hdgst = if st.digests.header { 4 } else { 0 };
+            return pdu::DATA_HLEN + hdgst - b.len();
+        }
+        let hdr = Header::parse(b);
+        let upto = if hdr.pdo != 0 {
+            hdr.pdo as usize
+        } else {
+            hdr.plen as usize
+        };
+        if upto > b.len() {
+            (upto - b.len()).min(READ_CHUNK)
+        } else {
+            // The header is here and its data was not taken into a buffer
+            // (none free): the data comes into the input.
+            READ_CHUNK
+        }
+    }
+
+    /// Handles every whole PDU buffered, and the header of a Write's data
+    /// PDU whose data is still on its way (the data then goes straight to
+    /// the command's IO buffer).
     fn process(self: &Rc<Self>) {
         let mut guard = self.state.borrow_mut();
         let st = &mut *guard;
@@ -419,6 +555,20 @@ impl Connection {
         loop {
             if st.terminated || st.eof || st.output.len() > OUTPUT_HIGH_WATER {
                 break;
+            }
+            if st.skip > 0 {
+                let n = st.skip.min(input.len() - st.start);
+                st.start += n;
+                st.skip -= n;
+                if st.skip > 0 {
+                    break;
+                }
+            }
+            if st.inbound.is_some() {
+                if !self.inbound_done(st, &input[st.start..]) {
+                    break;
+                }
+                continue;
             }
             let b = &input[st.start..];
             if b.len() < pdu::COMMON_HEADER {
@@ -432,16 +582,29 @@ impl Connection {
                     break;
                 }
             };
-            if b.len() < hdr.plen as usize {
+            let plen = hdr.plen as usize;
+            if b.len() < plen && !Self::takes_data_directly(st, &hdr, b) {
                 break;
             }
-            let pdu_bytes = &b[..hdr.plen as usize];
+            let pdu_bytes = &b[..b.len().min(plen)];
             if let Err(e) = self.check_header_digest(st.digests, &hdr, pdu_bytes) {
                 self.terminate(st, e, &pdu_bytes[..hdr.hlen as usize]);
                 break;
             }
-            match self.handle(st, &hdr, pdu_bytes, data_len) {
-                Ok(true) => st.start += hdr.plen as usize,
+            let data = PduData::of(st.digests, &hdr, pdu_bytes, data_len);
+            match self.handle(st, &hdr, pdu_bytes, data) {
+                Ok(true) => {
+                    st.start += pdu_bytes.len();
+                    if pdu_bytes.len() < plen && st.inbound.is_none() {
+                        // Handled without its data (refused): the rest of
+                        // the PDU is dropped as it comes.
+                        st.skip = plen - pdu_bytes.len();
+                    } else if st.inbound.is_some() {
+                        // What is here of the data went to the buffer;
+                        // the digest (if any) comes after the rest.
+                        st.skip = 0;
+                    }
+                }
                 // Waits for an IO buffer: the same PDU is handled again.
                 Ok(false) => break,
                 Err(e) => {
@@ -451,6 +614,47 @@ impl Connection {
             }
         }
         st.input = input;
+    }
+
+    /// Whether the PDU at the front of the input (`b`, not all of it here)
+    /// is handled now, its data going straight to an IO buffer: an
+    /// H2CData, or a Write's or Compare's capsule on an I/O queue, whose
+    /// header (and header digest) is here.
+    fn takes_data_directly(st: &State, hdr: &Header, b: &[u8]) -> bool {
+        if hdr.pdo == 0 || b.len() < hdr.pdo as usize || !matches!(st.phase, Phase::Io(_)) {
+            return false;
+        }
+        match hdr.kind {
+            kind::H2C_DATA => true,
+            kind::CAPSULE_CMD => matches!(b[pdu::COMMON_HEADER], nvm::WRITE | nvm::COMPARE),
+            _ => false,
+        }
+    }
+
+    /// The data being received straight into a buffer: once all of it
+    /// and its digest (if any) are in, it counts as received. Returns
+    /// whether it was (`b`: the input after it).
+    fn inbound_done(self: &Rc<Self>, st: &mut State, b: &[u8]) -> bool {
+        let inb = st.inbound.as_ref().expect("data inbound");
+        if inb.at < inb.end {
+            return false;
+        }
+        let mut digest_ok = true;
+        if st.digests.data {
+            if b.len() < 4 {
+                return false;
+            }
+            let want = u32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
+            let buf = st.slots[inb.tag as usize]
+                .as_ref()
+                .and_then(|s| s.buf.as_ref())
+                .expect("an inbound command's buffer");
+            digest_ok = pdu::crc32c(inb.crc, &buf.as_slice()[inb.direct..inb.end]) == want;
+            st.start += 4;
+        }
+        let inb = st.inbound.take().expect("data inbound");
+        self.data_received(st, inb.tag, inb.end - inb.start, digest_ok, inb.flags);
+        true
     }
 
     fn check_header_digest(
@@ -470,24 +674,6 @@ impl Connection {
         Ok(())
     }
 
-    /// The data of a PDU and whether its digest (when on) matched.
-    fn data_of<'a>(d: Digests, hdr: &Header, pdu_bytes: &'a [u8], len: usize) -> (&'a [u8], bool) {
-        if hdr.pdo == 0 {
-            return (&[], true);
-        }
-        let at = hdr.pdo as usize;
-        let data = &pdu_bytes[at..at + len];
-        if !d.data {
-            return (data, true);
-        }
-        let want = u32::from_le_bytes(
-            pdu_bytes[at + len..at + len + 4]
-                .try_into()
-                .expect("4 bytes"),
-        );
-        (data, pdu::crc32c(0, data) == want)
-    }
-
     /// Sends a C2HTermReq and stops reading.
     fn terminate(&self, st: &mut State, e: PduError, quoted: &[u8]) {
         tracing::info!(peer = %self.peer, "NVMe/TCP connection terminated: {e}");
@@ -502,7 +688,7 @@ impl Connection {
         st: &mut State,
         hdr: &Header,
         b: &[u8],
-        data_len: usize,
+        data: PduData,
     ) -> Result<bool, PduError> {
         match (hdr.kind, &st.phase) {
             (kind::IC_REQ, Phase::Init) => {
@@ -538,8 +724,10 @@ impl Connection {
                 let cmd = Command::from_slice(&b[pdu::COMMON_HEADER..]);
                 let admin_queue = !matches!(st.phase, Phase::Io(_));
                 self.server.counters.command(admin_queue, cmd.opcode());
-                let (data, digest_ok) = Self::data_of(st.digests, hdr, b, data_len);
-                if !digest_ok {
+                // A Write's or Compare's data digest is checked as the data
+                // is copied to its buffer; other data is here whole.
+                let to_buffer = !admin_queue && matches!(cmd.opcode(), nvm::WRITE | nvm::COMPARE);
+                if !to_buffer && !data.digest_ok() {
                     self.advance_sqhd(st);
                     self.respond(
                         st,
@@ -551,8 +739,7 @@ impl Connection {
                 self.capsule(st, cmd, data)
             }
             (kind::H2C_DATA, Phase::Io(_)) => {
-                let (data, digest_ok) = Self::data_of(st.digests, hdr, b, data_len);
-                self.h2c_data(st, hdr, b, data, digest_ok)?;
+                self.h2c_data(st, hdr, b, data)?;
                 Ok(true)
             }
             (k, _) => Err(PduError::new(
@@ -595,7 +782,7 @@ impl Connection {
         self: &Rc<Self>,
         st: &mut State,
         cmd: Command,
-        data: &[u8],
+        data: PduData,
     ) -> Result<bool, PduError> {
         let cid = cmd.cid();
         if let Phase::Io(_) = st.phase
@@ -605,7 +792,7 @@ impl Connection {
         }
         self.advance_sqhd(st);
         let answer = if cmd.opcode() == admin::FABRICS {
-            self.fabrics(st, &cmd, data)
+            self.fabrics(st, &cmd, data.here)
         } else {
             match &mut st.phase {
                 Phase::Admin(a) => {
@@ -939,7 +1126,7 @@ impl Connection {
         self: &Rc<Self>,
         st: &mut State,
         cmd: Command,
-        data: &[u8],
+        data: PduData,
     ) -> Result<bool, PduError> {
         let cid = cmd.cid();
         let Phase::Io(q) = &st.phase else {
@@ -985,7 +1172,7 @@ impl Connection {
                 if sgl_type != sgl::TRANSPORT && (op == nvm::READ || !in_capsule) {
                     return fail(st, self, Status::SGL_TYPE_INVALID);
                 }
-                if in_capsule && data.len() != len as usize {
+                if in_capsule && data.len != len as usize {
                     return fail(st, self, Status::SGL_LENGTH_INVALID);
                 }
                 (offset, len, None)
@@ -1008,13 +1195,13 @@ impl Connection {
                 if read_only {
                     return fail(st, self, WRITE_PROTECTED);
                 }
-                return self.deallocate(st, &cmd, data);
+                return self.deallocate(st, &cmd, data.here);
             }
             nvm::COPY => {
                 if read_only {
                     return fail(st, self, WRITE_PROTECTED);
                 }
-                return self.copy(st, &cmd, data);
+                return self.copy(st, &cmd, data.here);
             }
             _ => return fail(st, self, Status::INVALID_OPCODE),
         };
@@ -1055,6 +1242,7 @@ impl Connection {
             buf,
             len: len as usize,
             got: 0,
+            r2t: false,
             offset,
             pending: 0,
             spare,
@@ -1069,15 +1257,12 @@ impl Connection {
                     .expect("a READ's buffer");
                 self.submit(st, tag, IoRequest::read(buf, offset, len));
             }
-            _ if !data.is_empty() => {
-                let slot = st.slots[tag as usize].as_mut().expect("taken above");
-                let buf = slot.buf.as_mut().expect("a WRITE's buffer");
-                buf.as_mut_slice()[..data.len()].copy_from_slice(data);
-                self.data_in(st, tag);
-            }
+            _ if data.len > 0 => self.receive(st, tag, 0, data, 0),
             _ => {
                 // The data comes in H2CData PDUs: ask for all of it.
                 pdu::put_r2t(st.output.bytes(), cid, tag, 0, len as u32, st.digests);
+                st.slots[tag as usize].as_mut().expect("taken above").r2t = true;
+                st.awaiting += 1;
             }
         }
         Ok(true)
@@ -1197,6 +1382,7 @@ impl Connection {
             buf: None,
             len: 0,
             got: 0,
+            r2t: false,
             offset: 0,
             pending: 0,
             spare: None,
@@ -1211,14 +1397,14 @@ impl Connection {
         Ok(true)
     }
 
-    /// H2CData for a WRITE the target sent an R2T for.
+    /// H2CData for a WRITE the target sent an R2T for (its data here
+    /// whole, or only its header and part of its data).
     fn h2c_data(
         self: &Rc<Self>,
         st: &mut State,
         hdr: &Header,
         b: &[u8],
-        data: &[u8],
-        digest_ok: bool,
+        data: PduData,
     ) -> Result<(), PduError> {
         let cccid = u16::from_le_bytes([b[8], b[9]]);
         let ttag = u16::from_le_bytes([b[10], b[11]]);
@@ -1234,10 +1420,10 @@ impl Connection {
             .ok_or_else(|| {
                 PduError::field(10, format!("H2CData for unknown transfer tag {ttag}"))
             })?;
-        if datal != data.len() {
+        if datal != data.len {
             return Err(PduError::field(
                 16,
-                format!("H2CData DATAL {datal} with {} bytes of data", data.len()),
+                format!("H2CData DATAL {datal} with {} bytes of data", data.len),
             ));
         }
         if datao != slot.got {
@@ -1254,24 +1440,73 @@ impl Connection {
                 why: format!("H2CData beyond the R2T's {} bytes", slot.len),
             });
         }
-        let buf = slot.buf.as_mut().expect("filtered above");
-        buf.as_mut_slice()[datao..datao + datal].copy_from_slice(data);
-        slot.got += datal;
+        self.receive(st, ttag, datao, data, hdr.flags);
+        Ok(())
+    }
+
+    /// Puts the part of a PDU's data that is here into the buffer of slot
+    /// `tag` from offset `at` (with its CRC-32C computed in the same pass
+    /// when data digests are on); the rest, if any, is then read straight
+    /// into the buffer.
+    fn receive(self: &Rc<Self>, st: &mut State, tag: u16, at: usize, data: PduData, flags: u8) {
+        let digests = st.digests.data;
+        let slot = st.slots[tag as usize].as_mut().expect("a taken slot");
+        let buf = slot.buf.as_mut().expect("a Write's or Compare's buffer");
+        let n = data.here.len();
+        let dst = &mut buf.as_mut_slice()[at..at + n];
+        let crc = if digests {
+            pdu::copy_crc32c(dst, data.here, 0)
+        } else {
+            dst.copy_from_slice(data.here);
+            0
+        };
+        if data.complete() {
+            let digest_ok = data.digest.is_none_or(|want| want == crc);
+            self.data_received(st, tag, n, digest_ok, flags);
+        } else {
+            st.inbound = Some(Inbound {
+                tag,
+                start: at,
+                direct: at + n,
+                at: at + n,
+                end: at + data.len,
+                crc,
+                flags,
+            });
+        }
+    }
+
+    /// `n` more bytes of the data of the command in slot `tag` are in its
+    /// buffer (their digest matched or not): once all are, the command
+    /// goes on (or is answered Transient Transport Error).
+    fn data_received(
+        self: &Rc<Self>,
+        st: &mut State,
+        tag: u16,
+        n: usize,
+        digest_ok: bool,
+        pdu_flags: u8,
+    ) {
+        let slot = st.slots[tag as usize].as_mut().expect("a taken slot");
+        slot.got += n;
         if !digest_ok {
             slot.status = TRANSIENT_TRANSPORT_ERROR;
         }
-        if slot.got == slot.len {
-            if hdr.flags & flags::LAST_PDU == 0 {
+        if slot.got < slot.len {
+            return;
+        }
+        if slot.r2t {
+            st.awaiting -= 1;
+            if pdu_flags & flags::LAST_PDU == 0 {
                 tracing::debug!(peer = %self.peer, "NVMe/TCP: last H2CData without LAST_PDU");
             }
-            if slot.status.is_success() {
-                self.data_in(st, ttag);
-            } else {
-                let status = slot.status;
-                self.finish(st, ttag, status);
-            }
         }
-        Ok(())
+        if slot.status.is_success() {
+            self.data_in(st, tag);
+        } else {
+            let status = slot.status;
+            self.finish(st, tag, status);
+        }
     }
 
     /// The host's data of a Write or Compare in slot `tag` is all in its

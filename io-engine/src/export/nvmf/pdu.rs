@@ -248,6 +248,28 @@ pub fn crc32c(seed: u32, data: &[u8]) -> u32 {
     crate::accel::software::kernels::crc32c_update(seed, data)
 }
 
+/// Copies `src` into `dst` (the same length) and returns [`crc32c`]`(seed,
+/// src)`, reading the source once: the accel framework's copy_crc32c
+/// kernel, for data that is copied anyway.
+pub fn copy_crc32c(dst: &mut [u8], src: &[u8], seed: u32) -> u32 {
+    assert_eq!(
+        dst.len(),
+        src.len(),
+        "copy_crc32c over ranges of one length"
+    );
+    // SAFETY: `dst` and `src` are live slices of `src.len()` bytes, and a
+    // `&mut` slice cannot overlap a shared one; the borrows keep every
+    // other access out until the call returns.
+    unsafe {
+        crate::accel::software::kernels::Kernels::get().copy_crc32c(
+            dst.as_mut_ptr(),
+            src.as_ptr(),
+            src.len(),
+            seed,
+        )
+    }
+}
+
 /// Appends an ICResp.
 pub fn put_ic_resp(out: &mut Vec<u8>, digests: Digests, maxh2cdata: u32) {
     let start = out.len();
@@ -462,6 +484,13 @@ mod tests {
     #[test]
     fn crc32c_is_the_castagnoli_check_value() {
         assert_eq!(crc32c(0, b"123456789"), 0xE306_9283);
+        let mut dst = [0u8; 9];
+        assert_eq!(copy_crc32c(&mut dst[..4], b"1234", 0), crc32c(0, b"1234"));
+        assert_eq!(
+            copy_crc32c(&mut dst[4..], b"56789", crc32c(0, b"1234")),
+            0xE306_9283
+        );
+        assert_eq!(&dst, b"123456789");
     }
 
     impl Header {
