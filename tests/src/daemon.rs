@@ -207,13 +207,19 @@ impl Daemon {
 
     /// The first NVMe/TCP listening address, from the serving line.
     pub fn nvmf_addr(&self) -> SocketAddr {
+        self.nvmf_addrs()[0]
+    }
+
+    /// Every NVMe/TCP listening address, from the serving line.
+    pub fn nvmf_addrs(&self) -> Vec<SocketAddr> {
         let log = self
             .log
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         log.lines()
-            .find_map(serving_nvmf_address)
+            .find_map(serving_nvmf_addresses)
+            .filter(|a| !a.is_empty())
             .expect("the serving line names an NVMe/TCP address")
     }
 
@@ -517,12 +523,22 @@ pub fn serving_nbd_address(line: &str) -> Option<SocketAddr> {
 /// The first `nvmf` address of a JSON `io-engine serving` log line;
 /// `None` for any other line, or a serving line without one.
 pub fn serving_nvmf_address(line: &str) -> Option<SocketAddr> {
+    serving_nvmf_addresses(line)?.first().copied()
+}
+
+/// Every `nvmf` address of a JSON `io-engine serving` log line, in the
+/// order of the `--nvmf-addr` flags; `None` for any other line.
+pub fn serving_nvmf_addresses(line: &str) -> Option<Vec<SocketAddr>> {
     let event = serde_json::from_str::<serde_json::Value>(line).ok()?;
     let fields = &event["fields"];
     if fields["message"] != "io-engine serving" {
         return None;
     }
-    fields["nvmf"].as_str()?.split(',').next()?.parse().ok()
+    fields["nvmf"]
+        .as_str()?
+        .split(',')
+        .map(|a| a.parse().ok())
+        .collect()
 }
 
 #[cfg(test)]

@@ -686,6 +686,58 @@ fn a_connection_that_never_connects_is_closed_after_the_deadline() {
 }
 
 #[test]
+fn each_listener_bounds_its_connections_and_those_not_connected_yet() {
+    let d = Daemon::start_quiet([
+        "--bdev",
+        "malloc:///m0?size_mb=64&blk_size=4096",
+        "--share",
+        "m0:nvmf",
+        "--nvmf-addr",
+        "127.0.0.1:0",
+        "--nvmf-addr",
+        "127.0.0.1:0",
+        "--nvmf-max-connections",
+        "3",
+        "--nvmf-max-connecting",
+        "1",
+    ]);
+    let addrs = d.nvmf_addrs();
+    assert_eq!(addrs.len(), 2);
+    let refused = |addr: SocketAddr| {
+        let mut h = Host::tcp(addr).unwrap();
+        h.sock
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        h.closed()
+    };
+    // One silent socket fills the first listener's not-connected slot:
+    // the next connection there is closed at once.
+    let silent = Host::tcp(addrs[0]).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(refused(addrs[0]), "over --nvmf-max-connecting");
+    // The other listener has its own slots: a host connects there.
+    let (_admin, mut io, _) = connect(addrs[1], (false, false));
+    assert_eq!(read(&mut io, 0, 1).0.status(), 0);
+    // Its third connection fills it: a fourth is refused, though it is
+    // not connected yet.
+    let third = Host::tcp(addrs[1]).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(refused(addrs[1]), "over --nvmf-max-connections");
+    drop(third);
+    // The silent socket goes: its slot is free again.
+    drop(silent);
+    std::thread::sleep(Duration::from_millis(200));
+    let (_admin0, mut io0, _) = connect(addrs[0], (false, false));
+    assert_eq!(read(&mut io0, 0, 1).0.status(), 0);
+    let log = d.stderr();
+    assert!(
+        log.contains("have not finished ICReq and Connect")
+            && log.contains("its 3 connections open"),
+        "the refusals name their limit"
+    );
+}
+
+#[test]
 fn an_unshare_announces_the_namespace_gone_and_closes_the_queues() {
     let d = start();
     let (mut admin, mut io, _) = connect(d.nvmf_addr(), (false, false));

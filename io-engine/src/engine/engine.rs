@@ -48,6 +48,7 @@ impl Engine {
             nvmf: nvmf::Target::new(
                 exports.clone(),
                 config.nvmf_max_connections,
+                config.nvmf_max_connecting,
                 config.nvmf_limits,
             ),
             exports,

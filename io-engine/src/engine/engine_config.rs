@@ -23,8 +23,12 @@ pub struct EngineConfig {
     /// NBD connections per export beyond which clients are refused (0: no
     /// limit).
     pub nbd_max_per_export: usize,
-    /// NVMe/TCP connections (queue pairs) allowed in total (0: no limit).
+    /// NVMe/TCP connections (queue pairs) allowed per listener (0: no
+    /// limit).
     pub nvmf_max_connections: usize,
+    /// NVMe/TCP connections per listener that have not finished ICReq and
+    /// Connect, beyond which more are refused (0: no limit).
+    pub nvmf_max_connecting: usize,
     /// The NVMe/TCP target's limits (in-capsule data, transfer, queues).
     pub nvmf_limits: crate::export::nvmf::Limits,
     /// Accel offload modules, best first (the software module is always

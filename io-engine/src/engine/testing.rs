@@ -17,6 +17,7 @@ pub(crate) fn start_engine() -> Engine {
         io_pool_cache: 64,
         nbd_max_per_export: 0,
         nvmf_max_connections: 0,
+        nvmf_max_connecting: 0,
         nvmf_limits: crate::export::nvmf::Limits::default(),
         accel_modules: Vec::new(),
         accel_assign: Vec::new(),

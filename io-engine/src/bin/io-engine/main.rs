@@ -120,10 +120,15 @@ struct Args {
     )]
     nvmf_addr: Vec<SocketAddr>,
 
-    /// NVMe/TCP connections (queue pairs) allowed in total; more are
+    /// NVMe/TCP connections (queue pairs) allowed per listener; more are
     /// refused (0: no limit).
     #[arg(long, env = "IO_ENGINE_NVMF_MAX_CONNECTIONS", default_value_t = 1024)]
     nvmf_max_connections: usize,
+
+    /// NVMe/TCP connections per listener that have not finished ICReq and
+    /// Connect; more are refused (0: no limit). Each has 10 s to connect.
+    #[arg(long, env = "IO_ENGINE_NVMF_MAX_CONNECTING", default_value_t = 128)]
+    nvmf_max_connecting: usize,
 
     /// NVMe/TCP: write data a command capsule may carry, in bytes (a
     /// multiple of 16 from 4096 to 65536); larger writes go by R2T.
@@ -266,6 +271,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         io_pool_cache: args.io_pool_cache,
         nbd_max_per_export: args.nbd_max_connections,
         nvmf_max_connections: args.nvmf_max_connections,
+        nvmf_max_connecting: args.nvmf_max_connecting,
         nvmf_limits: nvmf::Limits::new(
             args.nvmf_in_capsule,
             args.nvmf_max_transfer,

@@ -24,6 +24,7 @@ use super::command::{Command, admin, fctype, io as nvm, sgl};
 use super::completion::{Completion, Status};
 use super::controller::Controller;
 use super::identify::{self, ControllerFacts, CopyLimits, NamespaceFacts};
+use super::listener::Listener;
 use super::nqn;
 use super::pdu::{self, Digests, Fes, Header, PduError, flags, kind};
 use super::target::Target;
@@ -235,6 +236,10 @@ pub struct Connection {
     reg: RefCell<Option<FdRegistration>>,
     poller: RefCell<Option<PollerHandle>>,
     server: Arc<Target>,
+    /// The listener that accepted it, and whether it has connected (its
+    /// Connect succeeded).
+    listener: Arc<Listener>,
+    connected: Cell<bool>,
     peer: String,
     me: Weak<Connection>,
 }
@@ -259,9 +264,10 @@ fn status_of(e: &IoError) -> Status {
 
 impl Connection {
     /// Starts serving `sock` on the calling reactor.
-    pub fn start(sock: Stream, peer: String, server: Arc<Target>) {
+    pub fn start(sock: Stream, peer: String, server: Arc<Target>, listener: Arc<Listener>) {
         if let Err(e) = sock.set_nonblocking() {
             tracing::warn!(%peer, "NVMe/TCP connection dropped: {e}");
+            listener.closed(false);
             return;
         }
         let conn = Rc::new_cyclic(|me| Connection {
@@ -291,6 +297,8 @@ impl Connection {
             reg: RefCell::new(None),
             poller: RefCell::new(None),
             server,
+            listener,
+            connected: Cell::new(false),
             peer,
         });
         let weak: Weak<dyn FdHandler> = Rc::downgrade(&conn) as Weak<dyn FdHandler>;
@@ -298,6 +306,7 @@ impl Connection {
             Ok(r) => *conn.reg.borrow_mut() = Some(r),
             Err(e) => {
                 tracing::warn!(peer = %conn.peer, "NVMe/TCP connection dropped: {e}");
+                conn.listener.closed(false);
                 return;
             }
         }
@@ -445,6 +454,7 @@ impl Connection {
             return;
         }
         self.server.connection_closed();
+        self.listener.closed(self.connected.get());
         let phase = std::mem::replace(&mut self.state.borrow_mut().phase, Phase::Init);
         match &phase {
             Phase::Admin(a) => {
@@ -736,7 +746,12 @@ impl Connection {
                     );
                     return Ok(true);
                 }
-                self.capsule(st, cmd, data)
+                let handled = self.capsule(st, cmd, data);
+                if !self.connected.get() && matches!(st.phase, Phase::Admin(_) | Phase::Io(_)) {
+                    self.connected.set(true);
+                    self.listener.connected();
+                }
+                handled
             }
             (kind::H2C_DATA, Phase::Io(_)) => {
                 self.h2c_data(st, hdr, b, data)?;

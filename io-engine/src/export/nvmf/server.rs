@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::connection::Connection;
+use super::listener::Listener;
 use super::target::Target;
 use crate::export::{Dispatch, Stream};
 
@@ -20,9 +21,20 @@ pub async fn serve(
     dispatch: Arc<dyn Dispatch>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    if let Ok(a) = listener.local_addr() {
-        target.listening_at(a);
-    }
+    let limits = match listener.local_addr() {
+        Ok(a) => {
+            target.listening_at(a);
+            Arc::new(Listener::new(
+                a,
+                target.max_connections,
+                target.max_connecting,
+            ))
+        }
+        Err(e) => {
+            tracing::warn!("NVMe/TCP listener has no address: {e}");
+            return;
+        }
+    };
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -37,8 +49,8 @@ pub async fn serve(
                 continue;
             }
         };
-        if target.max_connections != 0 && target.connections() >= target.max_connections {
-            tracing::warn!(%peer, max = target.max_connections, "NVMe/TCP connection refused: the target is at its connection limit");
+        if let Err(why) = limits.admit() {
+            tracing::warn!(%peer, listener = %limits.addr, "NVMe/TCP connection refused: {why}");
             continue;
         }
         let _ = sock.set_nodelay(true);
@@ -46,15 +58,17 @@ pub async fn serve(
             Ok(s) => Stream::Tcp(s),
             Err(e) => {
                 tracing::warn!(%peer, "NVMe/TCP accept: {e}");
+                limits.closed(false);
                 continue;
             }
         };
         let core = target.next.fetch_add(1, Ordering::Relaxed) % dispatch.cores().max(1);
         let target = target.clone();
         let peer = peer.to_string();
+        let limits = limits.clone();
         dispatch.run_on(
             core,
-            Box::new(move || Connection::start(stream, peer, target)),
+            Box::new(move || Connection::start(stream, peer, target, limits)),
         );
     }
 }

@@ -28,8 +28,11 @@ pub struct Target {
     listeners: Mutex<Vec<SocketAddr>>,
     /// What hosts see of the target's limits.
     pub limits: Limits,
-    /// Connections beyond which hosts are refused (0: no limit).
+    /// Connections per listener beyond which hosts are refused, and
+    /// connections per listener not connected yet beyond which hosts are
+    /// refused (0: no limit).
     pub(super) max_connections: usize,
+    pub(super) max_connecting: usize,
     pub(super) next: AtomicUsize,
     connections: AtomicUsize,
     /// Commands, errors, bytes.
@@ -38,8 +41,14 @@ pub struct Target {
 
 impl Target {
     /// A target over `exports`.
-    pub fn new(exports: Arc<Exports>, max_connections: usize, limits: Limits) -> Arc<Target> {
+    pub fn new(
+        exports: Arc<Exports>,
+        max_connections: usize,
+        max_connecting: usize,
+        limits: Limits,
+    ) -> Arc<Target> {
         Arc::new(Target {
+            max_connecting,
             limits,
             exports,
             controllers: Controllers::default(),
