@@ -22,8 +22,7 @@ mod nvmf_snapshot;
 mod perf_request;
 mod snapshot;
 
-#[cfg(test)]
-pub(crate) mod testing;
+pub mod testing;
 #[cfg(test)]
 mod tests;
 

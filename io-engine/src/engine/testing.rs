@@ -1,14 +1,21 @@
-//! The test engine the engine's and the metrics' tests share.
+//! A small engine for tests and fuzz targets: the engine's and the
+//! metrics' unit tests share [`start_engine`]; the NVMe/TCP fuzz target
+//! adds [`serve_nvmf`] to reach the target in-process, as a host does.
 //!
-//! Thread: the test thread; the engine's one reactor runs its own loop.
+//! Thread: the caller's; the engine's one reactor runs its own loop, and
+//! [`serve_nvmf`]'s listener a thread of its own.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
 
 use super::{Engine, EngineConfig};
 use crate::env::cores::{CoreSet, allowed_cpus};
+use crate::export::{Dispatch, Protocol, nvmf};
 use crate::reactor::PollMode;
 
 /// An engine with one adaptive reactor on the first allowed CPU, an IO
 /// pool of 4096 objects with 64 cached per core, no accel offload.
-pub(crate) fn start_engine() -> Engine {
+pub fn start_engine() -> Engine {
     let cpu = allowed_cpus().unwrap().cpus()[0];
     Engine::start(EngineConfig {
         cores: CoreSet::from_cpus([cpu]).unwrap(),
@@ -23,4 +30,30 @@ pub(crate) fn start_engine() -> Engine {
         accel_assign: Vec::new(),
     })
     .unwrap()
+}
+
+/// Serves NVMe/TCP for `engine` on 127.0.0.1 at a port the kernel picks,
+/// as the daemon does ([`nvmf::serve`] on a tokio runtime), from a thread
+/// named `nvmf-listener` that accepts until the process exits. Returns the
+/// address, which is also the one the discovery log and share URIs name.
+pub fn serve_nvmf(engine: &Arc<Engine>) -> std::io::Result<SocketAddr> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+    let addr = listener.local_addr()?;
+    engine.set_address(Protocol::Nvmf, addr.to_string());
+    let target = engine.nvmf().clone();
+    let dispatch: Arc<dyn Dispatch> = engine.clone();
+    std::thread::Builder::new()
+        .name("nvmf-listener".into())
+        .spawn(move || {
+            runtime.block_on(nvmf::serve(
+                target,
+                listener,
+                dispatch,
+                std::future::pending(),
+            ))
+        })?;
+    Ok(addr)
 }
