@@ -379,6 +379,54 @@ fn data_that_arrives_in_pieces_lands_whole() {
 }
 
 #[test]
+fn a_host_that_vanishes_mid_command_leaks_nothing() {
+    let d = start();
+    let addr = d.nvmf_addr();
+    for cut in ["before the data", "mid-data", "after a terminate"] {
+        let (_admin, mut io, _) = connect(addr, (false, false));
+        let sqe = Sqe::rw(0x01, 0, 4)
+            .bytes(2, &0x41u16.to_le_bytes())
+            .bytes(32, &(4 * BS as u32).to_le_bytes())
+            .bytes(39, &[0x5A]);
+        io.send(&io.capsule(&sqe, &[])).unwrap();
+        let r2t = io.recv().unwrap();
+        assert_eq!(r2t.kind, 0x09, "an R2T");
+        let pdu = io.h2c_data(0x41, r2t.u16_at(10), 0, &pattern(1, 4 * BS), true);
+        match cut {
+            "before the data" => {}
+            "mid-data" => io.send(&pdu[..pdu.len() / 2]).unwrap(),
+            _ => {
+                // A read in flight and a PDU type hosts never send, in one
+                // write: the C2HTermReq is the last thing the target sends.
+                let read = Sqe::rw(0x02, 0, 1)
+                    .bytes(2, &0x42u16.to_le_bytes())
+                    .bytes(32, &(BS as u32).to_le_bytes())
+                    .bytes(39, &[0x5A]);
+                let mut b = io.capsule(&read, &[]);
+                b.extend_from_slice(&[0xFF, 0, 8, 0, 8, 0, 0, 0]);
+                io.send(&b).unwrap();
+                let mut last = 0;
+                while let Ok(p) = io.recv() {
+                    assert_ne!(last, 0x03, "nothing after the C2HTermReq");
+                    last = p.kind;
+                }
+                assert_eq!(last, 0x03, "a C2HTermReq, last");
+            }
+        }
+        drop(io);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let log = d.stderr();
+    assert!(
+        !log.contains("objects outstanding"),
+        "no pool dropped with buffers out: {log}"
+    );
+    // The target carries on.
+    let (_admin, mut io, _) = connect(addr, (false, false));
+    assert_eq!(read(&mut io, 0, 1).0.status(), 0);
+}
+
+#[test]
 fn the_discovery_log_lists_the_share() {
     let d = start();
     let addr = d.nvmf_addr();

@@ -455,7 +455,16 @@ impl Connection {
         }
         self.server.connection_closed();
         self.listener.closed(self.connected.get());
-        let phase = std::mem::replace(&mut self.state.borrow_mut().phase, Phase::Init);
+        let phase = {
+            let mut st = self.state.borrow_mut();
+            // The IO buffers that commands and the output still hold go
+            // back to the queue's pools before the pools go with the phase.
+            st.inbound = None;
+            st.slots.clear();
+            st.free.clear();
+            st.output.clear();
+            std::mem::replace(&mut st.phase, Phase::Init)
+        };
         match &phase {
             Phase::Admin(a) => {
                 // The admin queue goes: so does its controller, and its
@@ -1624,7 +1633,10 @@ impl IoCompletion for Connection {
             }
             if slot.pending == 0 {
                 let (cid, op, status) = (slot.cid, slot.op, slot.status);
-                if !st.eof && op == nvm::READ && status.is_success() {
+                // Nothing more goes out after a C2HTermReq, or to a host
+                // that has gone.
+                let silent = st.eof || st.terminated;
+                if !silent && op == nvm::READ && status.is_success() {
                     let len = io.len() as usize;
                     let mut buf = io.take_buf().expect("a read carries its buffer");
                     if io.reads_zeroes() {
@@ -1639,7 +1651,7 @@ impl IoCompletion for Connection {
                         st.output.bytes().extend_from_slice(&crc.to_le_bytes());
                     }
                 }
-                if st.eof {
+                if silent {
                     st.slots[tag as usize] = None;
                     st.free.push(tag);
                 } else {
