@@ -460,6 +460,23 @@ fn io_errors_are_counted_per_op() {
     assert!(st.op(IoType::Write).latency_total_ns >= st.op(IoType::Write).latency_max_ns);
 }
 
+/// Adds to `fx` the device `uri` (named `d`) with its copy hidden and its
+/// reads failing from `fail_reads_from` on.
+fn no_copy_device(fx: &Fixture, uri: &str, fail_reads_from: u64) {
+    let built = BdevRegistry::new(IoPoolConfig {
+        size: 1,
+        cache: 0,
+        cores: 1,
+    })
+    .unwrap();
+    built.create(uri).unwrap();
+    let inner = built.open("d").unwrap().bdev().clone();
+    fx.registry.insert(Arc::new(no_copy::NoCopy {
+        inner,
+        fail_reads_from,
+    }));
+}
+
 /// A byte of the pattern the copy tests write, by device offset.
 fn pattern_byte(off: u64) -> u8 {
     (off / 512) as u8 ^ (off as u8).wrapping_mul(7)
@@ -473,19 +490,7 @@ fn copy_is_emulated_on_a_device_without_one() {
         ("null:///d?size_mb=4&blk_size=4096", false),
     ] {
         let fx = default_fixture();
-        // The device, built apart, its copy hidden.
-        let built = BdevRegistry::new(IoPoolConfig {
-            size: 1,
-            cache: 0,
-            cores: 1,
-        })
-        .unwrap();
-        built.create(uri).unwrap();
-        let inner = built.open("d").unwrap().bdev().clone();
-        fx.registry.insert(Arc::new(no_copy::NoCopy {
-            inner,
-            fail_reads_from: u64::MAX,
-        }));
+        no_copy_device(&fx, uri, u64::MAX);
 
         // 320 KiB (several emulation chunks) at 0, copied to 1 MiB.
         const PIECE: u64 = 64 << 10;
@@ -569,19 +574,8 @@ fn copy_is_emulated_on_a_device_without_one() {
 #[test]
 fn an_emulated_copy_fails_once_with_the_first_error_and_keeps_nothing() {
     let fx = default_fixture();
-    let built = BdevRegistry::new(IoPoolConfig {
-        size: 1,
-        cache: 0,
-        cores: 1,
-    })
-    .unwrap();
-    built.create("malloc:///d?size_mb=4&blk_size=4096").unwrap();
-    let inner = built.open("d").unwrap().bdev().clone();
     // Reads fail from 2 MiB on: a copy from 1.5 MiB fails in its middle.
-    fx.registry.insert(Arc::new(no_copy::NoCopy {
-        inner,
-        fail_reads_from: 2 << 20,
-    }));
+    no_copy_device(&fx, "malloc:///d?size_mb=4&blk_size=4096", 2 << 20);
     let done = on_core(&fx, 1, "d", |ch, _| async move {
         let b = Rc::new(Burst {
             done: RefCell::new(Vec::new()),

@@ -116,64 +116,29 @@ fn an_unshare_refuses_new_connections_and_waits_for_attached_ones_to_let_go() {
 fn nvmf_shares_have_an_nqn_of_their_own() {
     let reg = registry();
     let ex = Exports::new(0);
-    let n0 = ex
-        .share(&reg, "n0", Protocol::Nvmf, false, Vec::new(), None)
-        .unwrap();
+    let share = |name: &str, protocol, nqn: Option<&str>| {
+        ex.share(&reg, name, protocol, false, Vec::new(), nqn.map(Into::into))
+    };
+    let n0 = share("n0", Protocol::Nvmf, None).unwrap();
     assert_eq!(n0.nqn.as_deref(), Some("nqn.2024-12.io.io-engine:n0"));
     // An NQN of another share's, default or given: refused, naming it.
-    let e = ex
-        .share(
-            &reg,
-            "n1",
-            Protocol::Nvmf,
-            false,
-            Vec::new(),
-            Some("nqn.2024-12.io.io-engine:n0".into()),
-        )
-        .unwrap_err();
+    let e = share("n1", Protocol::Nvmf, Some("nqn.2024-12.io.io-engine:n0")).unwrap_err();
     assert_eq!(
         e.to_string(),
         "NQN \"nqn.2024-12.io.io-engine:n0\" is already the NQN of device \"n0\"'s share"
     );
     // A bad NQN, or one for NBD: refused, saying why.
-    let e = ex
-        .share(
-            &reg,
-            "n1",
-            Protocol::Nvmf,
-            false,
-            Vec::new(),
-            Some("nqn.2024-1.x".into()),
-        )
-        .unwrap_err();
+    let e = share("n1", Protocol::Nvmf, Some("nqn.2024-1.x")).unwrap_err();
     assert!(matches!(e, ExportError::InvalidNqn { .. }), "{e}");
     assert!(e.to_string().contains("nqn.YYYY-MM."), "{e}");
-    let e = ex
-        .share(
-            &reg,
-            "n1",
-            Protocol::Nbd,
-            false,
-            Vec::new(),
-            Some("nqn.2019-05.io.example:v".into()),
-        )
-        .unwrap_err();
+    let e = share("n1", Protocol::Nbd, Some("nqn.2019-05.io.example:v")).unwrap_err();
     assert!(e.to_string().contains("for protocol nvmf only"), "{e}");
     // Nothing was kept open by the refusals.
     assert!(ex.ensure_unshared("n1").is_ok());
     reg.destroy("n1").unwrap();
     reg.create("null:///n1?size_mb=1").unwrap();
 
-    let n1 = ex
-        .share(
-            &reg,
-            "n1",
-            Protocol::Nvmf,
-            false,
-            Vec::new(),
-            Some("nqn.2019-05.io.example:v".into()),
-        )
-        .unwrap();
+    let n1 = share("n1", Protocol::Nvmf, Some("nqn.2019-05.io.example:v")).unwrap();
     assert_eq!(ex.get("n1"), Some(n1));
     assert_eq!(
         ex.find_nqn("nqn.2019-05.io.example:v").map(|s| s.name),
@@ -184,13 +149,5 @@ fn nvmf_shares_have_an_nqn_of_their_own() {
     assert!(ex.unshare("n0").unwrap().wait(Duration::ZERO));
     ex.unshare("n1").unwrap();
     reg.create("null:///n2?size_mb=1").unwrap();
-    ex.share(
-        &reg,
-        "n2",
-        Protocol::Nvmf,
-        false,
-        Vec::new(),
-        Some("nqn.2024-12.io.io-engine:n0".into()),
-    )
-    .unwrap();
+    share("n2", Protocol::Nvmf, Some("nqn.2024-12.io.io-engine:n0")).unwrap();
 }
