@@ -1,6 +1,7 @@
 //! End-to-end tests of a share's own subsystem NQN: a device shared under
 //! an NQN given at start (`--share NAME:nvmf:nqn=NQN`) or through the CLI
-//! (`bdev share NAME --protocol nvmf --nqn NQN`) is reached by that NQN
+//! (`bdev share NAME --protocol nvmf --nqn NQN`) or in the config file
+//! (`share = ["NAME:nvmf:nqn=NQN"]`) is reached by that NQN
 //! only (Connect, discovery log, Identify, URI, export list), and NQNs
 //! that break the spec's rules or are another share's are refused with
 //! their messages.
@@ -141,4 +142,21 @@ fn the_cli_shares_under_an_nqn_and_refuses_bad_or_taken_ones() {
         err.contains("--share n0:nvmf:nqn=nqn.x: NQN \"nqn.x\""),
         "{err}"
     );
+}
+
+#[test]
+fn the_config_file_gives_a_share_its_nqn_with_the_share_key() {
+    let dir = io_engine_tests::tools::TempDir::new("config-nqn");
+    let file = dir.write(
+        "engine.toml",
+        &format!(
+            "bdev = [\"null:///n0?size_mb=8\"]\n\
+             share = [\"n0:nvmf:ro:nqn={NQN}\"]\n"
+        ),
+    );
+    let d = Daemon::start_quiet(["--config", &file.display().to_string()]);
+    let e = &d.ctl_json(&["export", "list"])["exports"][0];
+    assert_eq!((&e["nqn"], &e["read_only"]), (&NQN.into(), &true.into()));
+    let (_, cqe) = Host::admin(d.nvmf_addr(), NQN, 0).unwrap();
+    assert_eq!(cqe.status(), 0);
 }
