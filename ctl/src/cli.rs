@@ -142,7 +142,7 @@ pub(crate) enum BdevCommand {
     },
     /// List every device, ordered by name.
     List,
-    /// Share a device over NBD (export name = device name).
+    /// Share a device over NBD (export name = device name) or NVMe/TCP.
     Share {
         /// Device name.
         name: String,
@@ -153,6 +153,10 @@ pub(crate) enum BdevCommand {
         /// any host).
         #[arg(long = "allowed-host", value_name = "NQN")]
         allowed_hosts: Vec<String>,
+        /// NVMe-oF: the subsystem's NQN (default
+        /// nqn.2024-12.io.io-engine:NAME).
+        #[arg(long, value_name = "NQN")]
+        nqn: Option<String>,
         /// Refuse writes, trims and write-zeroes.
         #[arg(long)]
         read_only: bool,

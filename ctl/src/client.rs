@@ -128,19 +128,21 @@ impl Client {
             .await
     }
 
-    /// `ExportService.Share` over NBD.
+    /// `ExportService.Share`.
     pub(crate) async fn share(
         &mut self,
         bdev: &str,
         protocol: &str,
         read_only: bool,
         allowed_hosts: &[String],
+        nqn: Option<&str>,
     ) -> Result<Export, CtlError> {
         let request = ShareRequest {
             bdev: bdev.to_owned(),
             protocol: protocol.to_owned(),
             allowed_hosts: allowed_hosts.to_vec(),
             read_only,
+            nqn: nqn.unwrap_or_default().to_owned(),
         };
         self.target
             .call("ExportService.Share", self.export.share(request))

@@ -47,10 +47,11 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
                 name,
                 protocol,
                 allowed_hosts,
+                nqn,
                 read_only,
             } => {
                 let e = client
-                    .share(name, protocol, *read_only, allowed_hosts)
+                    .share(name, protocol, *read_only, allowed_hosts, nqn.as_deref())
                     .await?;
                 printer.show(&e, || format!("{}\n", e.uri))
             }

@@ -379,6 +379,13 @@ impl Host {
         let sqe = sqe.bytes(32, &len.to_le_bytes()).bytes(39, &[0x5A]);
         self.exec(sqe, &[], &[])
     }
+
+    /// The first `len` bytes (a multiple of 4) of the discovery log page
+    /// (70h).
+    pub fn discovery_log(&mut self, len: u32) -> io::Result<(Cqe, Vec<u8>)> {
+        let numd = len / 4 - 1;
+        self.read_admin(Sqe::new(0x02, 0).cdw(10, 0x70 | numd << 16), len)
+    }
 }
 
 /// CC with EN set and the queue entry sizes a host sets.

@@ -435,10 +435,7 @@ fn the_discovery_log_lists_the_share() {
     let (cqe, ctrl) = disc.read_admin(Sqe::new(0x06, 0).cdw(10, 1), 4096).unwrap();
     assert_eq!(cqe.status(), 0);
     assert_eq!(ctrl[111], 2, "a discovery controller");
-    let numd = (3072 / 4 - 1) as u32;
-    let (cqe, log) = disc
-        .read_admin(Sqe::new(0x02, 0).cdw(10, 0x70 | numd << 16), 3072)
-        .unwrap();
+    let (cqe, log) = disc.discovery_log(3072).unwrap();
     assert_eq!(cqe.status(), 0);
     assert_eq!(u64::from_le_bytes(log[8..16].try_into().unwrap()), 2);
     let entry = &log[2048..3072];

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
+use super::copy_emulation::CopyEmulation;
 use super::desc::BdevDesc;
 use super::device_channel::DeviceChannel;
 use super::error::BdevError;
@@ -85,14 +86,28 @@ impl IoChannel {
         }
         let bdev = desc.bdev().clone();
         let block_size = bdev.block_size();
+        let mut supported = IoType::ALL.map(|op| bdev.supports(op));
+        let mut dev = bdev.create_channel();
+        if CopyEmulation::wanted(&supported) {
+            match CopyEmulation::new(dev, block_size) {
+                Ok(emulated) => {
+                    dev = Box::new(emulated);
+                    supported[IoType::Copy.index()] = true;
+                }
+                Err((plain, e)) => {
+                    tracing::warn!(device = bdev.name(), "copy not emulated: {e}");
+                    dev = plain;
+                }
+            }
+        }
         let inner = Rc::new(Inner {
             block_mask: block_size as u64 - 1,
             block_size,
             size: bdev.size_bytes(),
-            supported: IoType::ALL.map(|op| bdev.supports(op)),
+            supported,
             counters: desc.stats().core(core_slot::current()),
             io_pool: desc.io_pool_arc(),
-            dev: RefCell::new(bdev.create_channel()),
+            dev: RefCell::new(dev),
             done: RefCell::new(Vec::with_capacity(INITIAL_QUEUE)),
             waiting: RefCell::new(VecDeque::new()),
             in_flight: Cell::new(0),

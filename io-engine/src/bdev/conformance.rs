@@ -459,3 +459,150 @@ fn io_errors_are_counted_per_op() {
     assert_eq!(st.op(IoType::Write).errors, 0);
     assert!(st.op(IoType::Write).latency_total_ns >= st.op(IoType::Write).latency_max_ns);
 }
+
+/// Adds to `fx` the device `uri` (named `d`) with its copy hidden and its
+/// reads failing from `fail_reads_from` on.
+fn no_copy_device(fx: &Fixture, uri: &str, fail_reads_from: u64) {
+    let built = BdevRegistry::new(IoPoolConfig {
+        size: 1,
+        cache: 0,
+        cores: 1,
+    })
+    .unwrap();
+    built.create(uri).unwrap();
+    let inner = built.open("d").unwrap().bdev().clone();
+    fx.registry.insert(Arc::new(no_copy::NoCopy {
+        inner,
+        fail_reads_from,
+    }));
+}
+
+/// A byte of the pattern the copy tests write, by device offset.
+fn pattern_byte(off: u64) -> u8 {
+    (off / 512) as u8 ^ (off as u8).wrapping_mul(7)
+}
+
+#[test]
+fn copy_is_emulated_on_a_device_without_one() {
+    for (uri, stores) in [
+        ("malloc:///d?size_mb=4&blk_size=512", true),
+        ("malloc:///d?size_mb=4&blk_size=4096", true),
+        ("null:///d?size_mb=4&blk_size=4096", false),
+    ] {
+        let fx = default_fixture();
+        no_copy_device(&fx, uri, u64::MAX);
+
+        // 320 KiB (several emulation chunks) at 0, copied to 1 MiB.
+        const PIECE: u64 = 64 << 10;
+        const LEN: u64 = 5 * PIECE;
+        const DST: u64 = 1 << 20;
+        let errors = on_core(&fx, 0, "d", move |ch, bufs| async move {
+            for i in 0..LEN / PIECE {
+                let mut b = bufs.get().unwrap();
+                for (j, x) in b.as_mut_slice().iter_mut().enumerate() {
+                    *x = pattern_byte(i * PIECE + j as u64);
+                }
+                let w = ch.io(IoRequest::write(b, i * PIECE, PIECE)).await.unwrap();
+                assert_eq!(w.status(), Ok(()));
+            }
+            let c = ch.io(IoRequest::copy(0, DST, LEN)).await.unwrap();
+            assert_eq!(c.status(), Ok(()), "{uri}");
+            assert_eq!(
+                (c.op(), c.src(), c.offset(), c.len()),
+                (IoType::Copy, 0, DST, LEN)
+            );
+            assert!(c.buf().is_none() && !c.reads_zeroes());
+            drop(c);
+            for i in 0..LEN / PIECE {
+                let mut r = ch
+                    .io(IoRequest::read(filled(&bufs, 0xEE), DST + i * PIECE, PIECE))
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), Ok(()));
+                if stores {
+                    let data = r.take_buf().unwrap();
+                    for (j, &x) in data.as_slice().iter().enumerate() {
+                        assert_eq!(x, pattern_byte(i * PIECE + j as u64), "{uri} at {j}");
+                    }
+                }
+            }
+            // More copies at once than the emulation has buffers: they
+            // wait for one and all complete.
+            let b = Rc::new(Burst {
+                done: RefCell::new(Vec::new()),
+            });
+            for i in 0..10u64 {
+                ch.submit(IoRequest::copy(0, DST + i * PIECE, PIECE).tag(i), b.clone())
+                    .unwrap();
+            }
+            while b.done.borrow().len() < 10 {
+                crate::reactor::yield_now().await;
+            }
+            assert!(b.done.borrow().iter().all(|d| d.1.is_ok()));
+            // Refused as a native copy's are: out of range, overlapping,
+            // empty.
+            let size = 4 << 20;
+            [
+                IoRequest::copy(size - PIECE, 0, 2 * PIECE),
+                IoRequest::copy(0, PIECE / 2, PIECE),
+                IoRequest::copy(0, DST, 0),
+            ]
+            .map(|r| ch.submit(r, b.clone()).unwrap_err().error)
+        });
+        assert!(
+            matches!(errors[0], IoError::OutOfRange { .. }),
+            "{errors:?}"
+        );
+        assert_eq!(errors[1], IoError::Unsupported(IoType::Copy));
+        assert_eq!(errors[2], IoError::Empty(IoType::Copy));
+
+        // Counted as 11 copies, none of their reads and writes.
+        let st = fx.registry.io_stats("d").unwrap();
+        let copy = st.op(IoType::Copy);
+        assert_eq!(
+            (copy.ops, copy.bytes, copy.errors),
+            (11, LEN + 10 * PIECE, 0)
+        );
+        assert_eq!(copy.latency_buckets.iter().sum::<u64>(), 11);
+        assert_eq!(st.op(IoType::Read).ops, LEN / PIECE);
+        assert_eq!(st.op(IoType::Write).ops, LEN / PIECE);
+        assert_eq!(st.in_flight, 0);
+        assert_eq!(fx.registry.io_pool_stats().in_use, 0, "{uri}");
+    }
+}
+
+#[test]
+fn an_emulated_copy_fails_once_with_the_first_error_and_keeps_nothing() {
+    let fx = default_fixture();
+    // Reads fail from 2 MiB on: a copy from 1.5 MiB fails in its middle.
+    no_copy_device(&fx, "malloc:///d?size_mb=4&blk_size=4096", 2 << 20);
+    let done = on_core(&fx, 1, "d", |ch, _| async move {
+        let b = Rc::new(Burst {
+            done: RefCell::new(Vec::new()),
+        });
+        // More than the emulation's buffers: each failed copy gives its
+        // buffer back, or the later ones would wait for ever.
+        for i in 0..12u64 {
+            ch.submit(IoRequest::copy(3 << 19, 0, 1 << 20).tag(i), b.clone())
+                .unwrap();
+        }
+        while b.done.borrow().len() < 12 {
+            crate::reactor::yield_now().await;
+        }
+        // Copies that read only before 2 MiB still succeed.
+        let ok = ch.io(IoRequest::copy(1 << 20, 0, 1 << 20)).await.unwrap();
+        assert_eq!(ok.status(), Ok(()));
+        b.done.take()
+    });
+    assert_eq!(
+        done,
+        (0..12)
+            .map(|i| (i, Err(IoError::Device(no_copy::EIO))))
+            .collect::<Vec<_>>()
+    );
+    let copy = *fx.registry.io_stats("d").unwrap().op(IoType::Copy);
+    // Successes are ops, failures errors (as for any IO).
+    assert_eq!((copy.ops, copy.bytes, copy.errors), (1, 1 << 20, 12));
+    assert_eq!(fx.registry.io_stats("d").unwrap().op(IoType::Read).ops, 0);
+    assert_eq!(fx.registry.io_pool_stats().in_use, 0);
+}

@@ -8,6 +8,7 @@
 
 use std::rc::Rc;
 
+use super::copy_progress::CopyProgress;
 use crate::pool::{IoBuf, Pooled};
 
 /// Block IO operations.
@@ -222,6 +223,8 @@ pub struct IoSlot {
     /// A completed read placed no data in the buffer: the range reads as
     /// zeroes (a device that stores nothing). Cleared when the IO is done.
     pub(super) zeroes: bool,
+    /// A copy the bdev layer emulates, while it runs as reads and writes.
+    pub(super) copy: Option<CopyProgress>,
     pub(super) submit_tsc: u64,
     pub(super) complete_tsc: u64,
 }
@@ -237,6 +240,7 @@ impl Default for IoSlot {
             tag: 0,
             status: Ok(()),
             zeroes: false,
+            copy: None,
             submit_tsc: 0,
             complete_tsc: 0,
         }

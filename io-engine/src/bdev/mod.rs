@@ -14,15 +14,21 @@
 //! objects return), stamps the submit time,
 //! and hands it to the device's [`DeviceChannel`]. The channel's poller
 //! collects completions from the device, records per-core statistics and calls
-//! the submitter's [`IoCompletion`].
+//! the submitter's [`IoCompletion`]. A device without a native copy gets one
+//! emulated with reads and writes between the channel and the device
+//! (`copy_emulation.rs`), counted and completed as one copy.
 //!
 //! Files, lowest first: `uri.rs` (specs), `io.rs` (IO objects), `stats.rs`,
 //! `identity.rs`, `device_channel.rs` and `device.rs` (the traits),
 //! `null.rs` and `malloc.rs` (the devices), `factory.rs` (builds a device
 //! from its spec), `entry.rs`, `desc.rs`, `info.rs`, `stats_reset.rs` and
-//! `registry.rs` (the set of devices), `channel.rs` (the per-core channel).
+//! `registry.rs` (the set of devices), `copy_progress.rs` and
+//! `copy_emulation.rs` (copy made of reads and writes), `channel.rs` (the
+//! per-core channel).
 
 mod channel;
+mod copy_emulation;
+mod copy_progress;
 mod desc;
 mod device;
 mod device_channel;
@@ -42,6 +48,8 @@ pub mod uri;
 
 #[cfg(test)]
 mod conformance;
+#[cfg(test)]
+mod no_copy;
 
 pub use channel::IoChannel;
 pub use desc::BdevDesc;

@@ -148,6 +148,13 @@ impl BdevRegistry {
         Ok(StatsReset { entries })
     }
 
+    /// Adds a device built outside the factory (tests' own devices).
+    #[cfg(test)]
+    pub(super) fn insert(&self, bdev: Arc<dyn super::Bdev>) {
+        let name = bdev.name().to_string();
+        self.devices().insert(name, Arc::new(Entry::new(bdev)));
+    }
+
     /// Counters of the shared IO object pool.
     pub fn io_pool_stats(&self) -> PoolStats {
         self.io_pool.stats()

@@ -31,9 +31,7 @@ impl BdevService {
         let share = self.engine.exports().get(&info.name);
         pb::Bdev {
             shared: share.is_some(),
-            share_uri: share
-                .map(|s| self.engine.uri(s.protocol, &info.name))
-                .unwrap_or_default(),
+            share_uri: share.map(|s| self.engine.uri(&s)).unwrap_or_default(),
             name: info.name,
             uuid: info.uuid.to_string(),
             uri: info.uri,

@@ -1,5 +1,5 @@
-//! `io_engine.v1.ExportService`: share a device (over NBD, the one
-//! protocol so far), unshare it, list the shares.
+//! `io_engine.v1.ExportService`: share a device (over NBD or NVMe/TCP),
+//! unshare it, list the shares.
 //!
 //! Thread: the control-plane runtime's workers.
 
@@ -40,7 +40,8 @@ impl ExportService {
             })
             .collect();
         pb::Export {
-            uri: self.engine.uri(s.protocol, &s.name),
+            uri: self.engine.uri(&s),
+            nqn: s.nqn.unwrap_or_default(),
             bdev: s.name,
             protocol: s.protocol.as_str().into(),
             read_only: s.read_only,
@@ -76,9 +77,10 @@ impl pb::export_service_server::ExportService for ExportService {
                 h.chars().take(64).collect::<String>()
             )));
         }
+        let nqn = Some(r.nqn).filter(|n| !n.is_empty());
         let share = self
             .engine
-            .share(&r.bdev, protocol, r.read_only, r.allowed_hosts)
+            .share(&r.bdev, protocol, r.read_only, r.allowed_hosts, nqn)
             .map_err(status::export)?;
         Ok(Response::new(self.message(share)))
     }

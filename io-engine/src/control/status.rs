@@ -57,7 +57,12 @@ pub(super) fn perf(e: PerfError) -> Status {
 pub(super) fn export(e: ExportError) -> Status {
     match e {
         ExportError::Bdev(e) => bdev(e),
-        e @ ExportError::AlreadyShared(_) => Status::already_exists(e.to_string()),
+        e @ (ExportError::AlreadyShared(_) | ExportError::NqnInUse { .. }) => {
+            Status::already_exists(e.to_string())
+        }
+        e @ (ExportError::NqnNotForProtocol(_) | ExportError::InvalidNqn { .. }) => {
+            Status::invalid_argument(e.to_string())
+        }
         e @ ExportError::NotShared(_) => Status::not_found(e.to_string()),
         e @ ExportError::Shared { .. } => Status::failed_precondition(e.to_string()),
     }
@@ -108,6 +113,27 @@ mod tests {
                 })),
                 Code::FailedPrecondition,
                 "shared over NBD; unshare it",
+            ),
+            (
+                export(ExportError::NqnInUse {
+                    nqn: "\"nqn.2019-05.io.example:a\"".into(),
+                    device: "m1".into(),
+                }),
+                Code::AlreadyExists,
+                "device \"m1\"",
+            ),
+            (
+                export(ExportError::InvalidNqn {
+                    nqn: "\"x\"".into(),
+                    why: "does not start with nqn.",
+                }),
+                Code::InvalidArgument,
+                "NQN \"x\" does not start",
+            ),
+            (
+                export(ExportError::NqnNotForProtocol(crate::export::Protocol::Nbd)),
+                Code::InvalidArgument,
+                "not nbd",
             ),
             (
                 perf(PerfError::Invalid("queue depth 0".into())),

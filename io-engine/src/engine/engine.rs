@@ -97,16 +97,25 @@ impl Engine {
         &self.exports
     }
 
-    /// Shares device `name` over `protocol`.
+    /// Shares device `name` over `protocol`; NVMe-oF: under `nqn`, or
+    /// by default the project's NQN of the name
+    /// ([`Exports::share`] says the rules).
     pub fn share(
         &self,
         name: &str,
         protocol: Protocol,
         read_only: bool,
         allowed_hosts: Vec<String>,
+        nqn: Option<String>,
     ) -> Result<ShareInfo, ExportError> {
-        self.exports
-            .share(&self.registry, name, protocol, read_only, allowed_hosts)
+        self.exports.share(
+            &self.registry,
+            name,
+            protocol,
+            read_only,
+            allowed_hosts,
+            nqn,
+        )
     }
 
     /// Stops sharing device `name`. Returns once its connections have let
@@ -139,14 +148,15 @@ impl Engine {
         };
     }
 
-    /// The URI clients use for export `name` shared over `protocol`, once
-    /// its server listens.
-    pub fn uri(&self, protocol: Protocol, name: &str) -> String {
-        let addr = match protocol {
+    /// The URI clients use for `share`, once its protocol's server
+    /// listens.
+    pub fn uri(&self, share: &ShareInfo) -> String {
+        let addr = match share.protocol {
             Protocol::Nbd => self.nbd_addr.get(),
             Protocol::Nvmf => self.nvmf_addr.get(),
         };
-        addr.map(|a| protocol.uri(a, name)).unwrap_or_default()
+        addr.map(|a| share.protocol.uri(a, &share.name, share.nqn.as_deref()))
+            .unwrap_or_default()
     }
 
     /// The NVMe/TCP target's shared state (controllers, counters).

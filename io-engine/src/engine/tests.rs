@@ -16,7 +16,7 @@ fn a_shared_device_is_not_destroyed_until_unshared() {
         .create("null:///n0?size_mb=1&blk_size=512")
         .unwrap();
     engine
-        .share("n0", Protocol::Nbd, false, Vec::new())
+        .share("n0", Protocol::Nbd, false, Vec::new(), None)
         .unwrap();
     let e = engine.destroy_bdev("n0").unwrap_err();
     assert!(
@@ -54,7 +54,9 @@ fn a_snapshot_holds_every_part() {
     ] {
         engine.registry().create(uri).unwrap();
     }
-    engine.share("a", Protocol::Nbd, true, Vec::new()).unwrap();
+    engine
+        .share("a", Protocol::Nbd, true, Vec::new(), None)
+        .unwrap();
     let s = engine.snapshot();
     assert_eq!(s.build, BUILD);
     assert!(s.uptime.is_some());

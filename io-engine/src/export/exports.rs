@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::nvmf::nqn::{self, nqn_of};
 use super::release::Release;
 use super::share_state::ShareState;
 use super::{Attachment, ExportError, Protocol, Share, ShareInfo};
@@ -52,6 +53,9 @@ impl Exports {
 
     /// Shares device `name` over `protocol`, opening it (it cannot be
     /// destroyed while shared), to `allowed_hosts` (empty: any host).
+    /// NVMe-oF: its subsystem's NQN is `nqn`, or by default
+    /// [`nqn_of`] the name; an NQN must keep the rules of
+    /// [`nqn::check`] and be no other share's.
     pub fn share(
         &self,
         registry: &BdevRegistry,
@@ -59,34 +63,49 @@ impl Exports {
         protocol: Protocol,
         read_only: bool,
         allowed_hosts: Vec<String>,
+        nqn: Option<String>,
     ) -> Result<ShareInfo, ExportError> {
+        let nqn = match (protocol, nqn) {
+            (Protocol::Nvmf, Some(n)) => {
+                nqn::check(&n).map_err(|why| ExportError::InvalidNqn {
+                    nqn: nqn::quoted(&n),
+                    why,
+                })?;
+                Some(n)
+            }
+            (Protocol::Nvmf, None) => Some(nqn_of(name)),
+            (_, Some(_)) => return Err(ExportError::NqnNotForProtocol(protocol)),
+            (_, None) => None,
+        };
         let mut entries = self.entries();
         if entries.contains_key(name) {
             return Err(ExportError::AlreadyShared(name.into()));
+        }
+        if let Some(n) = &nqn
+            && let Some(other) = entries.values().find(|e| e.share.nqn.as_ref() == Some(n))
+        {
+            return Err(ExportError::NqnInUse {
+                nqn: nqn::quoted(n),
+                device: other.share.name.clone(),
+            });
         }
         let desc = registry.open(name)?;
         let share = Share {
             name: name.to_string(),
             protocol,
             read_only,
-            allowed_hosts: allowed_hosts.clone(),
+            allowed_hosts,
+            nqn,
             desc,
         };
-        entries.insert(
-            name.to_string(),
-            Entry {
-                share,
-                state: Arc::default(),
-            },
-        );
-        tracing::info!(export = name, %protocol, read_only, "device shared");
-        Ok(ShareInfo {
-            name: name.into(),
-            protocol,
-            read_only,
-            connections: 0,
-            allowed_hosts,
-        })
+        let entry = Entry {
+            share,
+            state: Arc::default(),
+        };
+        let shared = info(&entry);
+        entries.insert(name.to_string(), entry);
+        tracing::info!(export = name, %protocol, read_only, nqn = shared.nqn, "device shared");
+        Ok(shared)
     }
 
     /// Stops sharing `name`: new connections are refused at once, attached
@@ -138,6 +157,14 @@ impl Exports {
     /// empty name, the only share over `protocol` (as many servers do).
     pub fn find(&self, protocol: Protocol, name: &str) -> Option<Share> {
         self.with_entry(protocol, name, |e| e.share.clone())
+    }
+
+    /// The NVMe-oF share whose subsystem is `nqn`.
+    pub fn find_nqn(&self, nqn: &str) -> Option<Share> {
+        self.entries()
+            .values()
+            .find(|e| e.share.nqn.as_deref() == Some(nqn))
+            .map(|e| e.share.clone())
     }
 
     /// Every share over `protocol`, by name.
@@ -209,6 +236,7 @@ fn info(e: &Entry) -> ShareInfo {
         read_only: e.share.read_only,
         connections: e.state.connections(),
         allowed_hosts: e.share.allowed_hosts.clone(),
+        nqn: e.share.nqn.clone(),
     }
 }
 

@@ -46,11 +46,15 @@ impl Protocol {
 
     /// The URI a client opens export `name` with, the server listening at
     /// `addr` (`host:port`): NBD names the export, NVMe-oF its subsystem's
-    /// NQN (as Mayastor's URIs do).
-    pub fn uri(self, addr: &str, name: &str) -> String {
-        match self {
-            Protocol::Nbd => format!("nbd://{addr}/{name}"),
-            Protocol::Nvmf => format!("nvmf://{addr}/{}", super::nvmf::nqn::nqn_of(name)),
+    /// NQN (as Mayastor's URIs do): `nqn`, or by default the project's NQN
+    /// of the name.
+    pub fn uri(self, addr: &str, name: &str, nqn: Option<&str>) -> String {
+        match (self, nqn) {
+            (Protocol::Nbd, _) => format!("nbd://{addr}/{name}"),
+            (Protocol::Nvmf, Some(nqn)) => format!("nvmf://{addr}/{nqn}"),
+            (Protocol::Nvmf, None) => {
+                format!("nvmf://{addr}/{}", super::nvmf::nqn::nqn_of(name))
+            }
         }
     }
 }
@@ -72,11 +76,15 @@ mod tests {
         assert_eq!(Protocol::from_name("iscsi"), None);
         assert_eq!(Protocol::from_name("NVMF"), Some(Protocol::Nvmf));
         assert_eq!(
-            Protocol::Nvmf.uri("127.0.0.1:4420", "m0"),
+            Protocol::Nvmf.uri("127.0.0.1:4420", "m0", None),
             "nvmf://127.0.0.1:4420/nqn.2024-12.io.io-engine:m0"
         );
         assert_eq!(
-            Protocol::Nbd.uri("127.0.0.1:10809", "m0"),
+            Protocol::Nvmf.uri("127.0.0.1:4420", "m0", Some("nqn.2019-05.io.example:v")),
+            "nvmf://127.0.0.1:4420/nqn.2019-05.io.example:v"
+        );
+        assert_eq!(
+            Protocol::Nbd.uri("127.0.0.1:10809", "m0", None),
             "nbd://127.0.0.1:10809/m0"
         );
     }

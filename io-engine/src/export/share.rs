@@ -18,6 +18,10 @@ pub struct Share {
     /// The hosts allowed to attach, by the identity their protocol gives
     /// (NVMe-oF: host NQNs); empty: any host.
     pub allowed_hosts: Vec<String>,
+    /// NVMe-oF: the subsystem's NQN (the one the share gave, or the
+    /// default [`nqn_of`](super::nvmf::nqn::nqn_of) its name); `None`
+    /// for other protocols.
+    pub nqn: Option<String>,
     /// The device, open.
     pub desc: BdevDesc,
 }
@@ -28,6 +32,7 @@ impl std::fmt::Debug for Share {
             .field("name", &self.name)
             .field("protocol", &self.protocol)
             .field("read_only", &self.read_only)
+            .field("nqn", &self.nqn)
             .finish()
     }
 }

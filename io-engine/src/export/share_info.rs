@@ -17,4 +17,6 @@ pub struct ShareInfo {
     pub connections: usize,
     /// The hosts allowed to attach (empty: any host).
     pub allowed_hosts: Vec<String>,
+    /// NVMe-oF: the subsystem's NQN; `None` for other protocols.
+    pub nqn: Option<String>,
 }

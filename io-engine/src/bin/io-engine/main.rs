@@ -154,12 +154,15 @@ struct Args {
     #[arg(long, env = "IO_ENGINE_NVMF_QUEUE_DEPTH", default_value_t = 128)]
     nvmf_queue_depth: u16,
 
-    /// Device to share at start, as NAME[:PROTOCOL][:ro]: over NBD (the
-    /// default) or NVMe/TCP (`nvmf`), read-only with `ro`; repeat for more
-    /// (in the environment variable, separate by commas).
+    /// Device to share at start, as NAME[:PROTOCOL][:ro][:nqn=NQN]: over
+    /// NBD (the default) or NVMe/TCP (`nvmf`), read-only with `ro`; an
+    /// NVMe/TCP share's subsystem NQN with `nqn=` (last: the NQN is the
+    /// rest of the value, colons included; default
+    /// nqn.2024-12.io.io-engine:NAME); repeat for more (in the environment
+    /// variable, separate by commas).
     #[arg(
         long = "share",
-        value_name = "NAME[:nbd|:nvmf][:ro]",
+        value_name = "NAME[:nbd|:nvmf][:ro][:nqn=NQN]",
         env = "IO_ENGINE_SHARE",
         value_delimiter = ','
     )]
@@ -290,9 +293,9 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
             .map_err(|e| format!("--bdev {uri}: {e}"))?;
     }
     for share in &args.shares {
-        let (name, protocol, read_only) = parse_share(share)?;
+        let (name, protocol, read_only, nqn) = parse_share(share)?;
         engine
-            .share(name, protocol, read_only, Vec::new())
+            .share(name, protocol, read_only, Vec::new(), nqn.map(String::from))
             .map_err(|e| format!("--share {share}: {e}"))?;
     }
     let mut nvmf = Vec::new();
@@ -482,11 +485,17 @@ impl Signals {
     }
 }
 
-/// A `--share` value: NAME[:nbd|:nvmf][:ro].
-fn parse_share(share: &str) -> Result<(&str, Protocol, bool), String> {
-    let (rest, read_only) = match share.strip_suffix(":ro") {
+/// A `--share` value: NAME[:nbd|:nvmf][:ro][:nqn=NQN], the NQN taking the
+/// rest of the value (NQNs hold colons).
+fn parse_share(share: &str) -> Result<(&str, Protocol, bool, Option<&str>), String> {
+    let (head, nqn) = match share.split_once(":nqn=") {
+        Some((_, "")) => return Err(format!("--share {share}: nqn= gives no NQN")),
+        Some((head, nqn)) => (head, Some(nqn)),
+        None => (share, None),
+    };
+    let (rest, read_only) = match head.strip_suffix(":ro") {
         Some(n) => (n, true),
-        None => (share, false),
+        None => (head, false),
     };
     let (name, protocol) = match rest.rsplit_once(':') {
         Some((name, p)) => match Protocol::from_name(p) {
@@ -502,5 +511,43 @@ fn parse_share(share: &str) -> Result<(&str, Protocol, bool), String> {
     if name.is_empty() {
         return Err(format!("--share {share}: no device name"));
     }
-    Ok((name, protocol, read_only))
+    Ok((name, protocol, read_only, nqn))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn share_values_parse_with_the_nqn_last() {
+        assert_eq!(parse_share("m0"), Ok(("m0", Protocol::Nbd, false, None)));
+        assert_eq!(
+            parse_share("m0:nvmf:ro"),
+            Ok(("m0", Protocol::Nvmf, true, None))
+        );
+        assert_eq!(
+            parse_share("m0:nvmf:nqn=nqn.2019-05.io.example:vol:1"),
+            Ok((
+                "m0",
+                Protocol::Nvmf,
+                false,
+                Some("nqn.2019-05.io.example:vol:1")
+            ))
+        );
+        assert_eq!(
+            parse_share("m0:nvmf:ro:nqn=nqn.2019-05.io.example:ro"),
+            Ok((
+                "m0",
+                Protocol::Nvmf,
+                true,
+                Some("nqn.2019-05.io.example:ro")
+            ))
+        );
+        assert!(parse_share("m0:nvmf:nqn=").unwrap_err().contains("no NQN"));
+        assert!(
+            parse_share(":nvmf:nqn=nqn.2019-05.io.example:x")
+                .unwrap_err()
+                .contains("no device name")
+        );
+    }
 }

@@ -20,10 +20,10 @@ fn registry() -> BdevRegistry {
 fn a_shared_device_is_held_open_and_may_not_be_destroyed() {
     let reg = registry();
     let ex = Exports::new(0);
-    ex.share(&reg, "n0", Protocol::Nbd, true, Vec::new())
+    ex.share(&reg, "n0", Protocol::Nbd, true, Vec::new(), None)
         .unwrap();
     assert!(matches!(
-        ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new()),
+        ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new(), None),
         Err(ExportError::AlreadyShared(_))
     ));
     let e = ex.ensure_unshared("n0").unwrap_err();
@@ -41,6 +41,7 @@ fn a_shared_device_is_held_open_and_may_not_be_destroyed() {
             read_only: true,
             connections: 0,
             allowed_hosts: Vec::new(),
+            nqn: None,
         }]
     );
     assert!(ex.unshare("n0").unwrap().wait(Duration::ZERO));
@@ -53,7 +54,7 @@ fn a_shared_device_is_held_open_and_may_not_be_destroyed() {
 fn connections_are_counted_and_limited() {
     let reg = registry();
     let ex = Exports::new(2);
-    ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new())
+    ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new(), None)
         .unwrap();
     let a = ex.attach(Protocol::Nbd, "n0").unwrap();
     assert!(ex.refusal(Protocol::Nbd, "n0").is_none());
@@ -74,10 +75,10 @@ fn an_empty_name_picks_the_only_share() {
     let reg = registry();
     let ex = Exports::new(0);
     assert!(ex.find(Protocol::Nbd, "").is_none());
-    ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new())
+    ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new(), None)
         .unwrap();
     assert_eq!(ex.find(Protocol::Nbd, "").unwrap().name, "n0");
-    ex.share(&reg, "n1", Protocol::Nbd, false, Vec::new())
+    ex.share(&reg, "n1", Protocol::Nbd, false, Vec::new(), None)
         .unwrap();
     assert!(ex.find(Protocol::Nbd, "").is_none(), "two: no default");
     assert_eq!(ex.find(Protocol::Nbd, "n1").unwrap().name, "n1");
@@ -88,7 +89,7 @@ fn an_empty_name_picks_the_only_share() {
 fn an_unshare_refuses_new_connections_and_waits_for_attached_ones_to_let_go() {
     let reg = registry();
     let ex = Exports::new(0);
-    ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new())
+    ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new(), None)
         .unwrap();
     let a = ex.attach(Protocol::Nbd, "n0").unwrap();
     let release = ex.unshare("n0").unwrap();
@@ -109,4 +110,44 @@ fn an_unshare_refuses_new_connections_and_waits_for_attached_ones_to_let_go() {
     assert!(t.elapsed() < Duration::from_secs(5));
     reg.destroy("n0").unwrap();
     letting_go.join().unwrap();
+}
+
+#[test]
+fn nvmf_shares_have_an_nqn_of_their_own() {
+    let reg = registry();
+    let ex = Exports::new(0);
+    let share = |name: &str, protocol, nqn: Option<&str>| {
+        ex.share(&reg, name, protocol, false, Vec::new(), nqn.map(Into::into))
+    };
+    let n0 = share("n0", Protocol::Nvmf, None).unwrap();
+    assert_eq!(n0.nqn.as_deref(), Some("nqn.2024-12.io.io-engine:n0"));
+    // An NQN of another share's, default or given: refused, naming it.
+    let e = share("n1", Protocol::Nvmf, Some("nqn.2024-12.io.io-engine:n0")).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "NQN \"nqn.2024-12.io.io-engine:n0\" is already the NQN of device \"n0\"'s share"
+    );
+    // A bad NQN, or one for NBD: refused, saying why.
+    let e = share("n1", Protocol::Nvmf, Some("nqn.2024-1.x")).unwrap_err();
+    assert!(matches!(e, ExportError::InvalidNqn { .. }), "{e}");
+    assert!(e.to_string().contains("nqn.YYYY-MM."), "{e}");
+    let e = share("n1", Protocol::Nbd, Some("nqn.2019-05.io.example:v")).unwrap_err();
+    assert!(e.to_string().contains("for protocol nvmf only"), "{e}");
+    // Nothing was kept open by the refusals.
+    assert!(ex.ensure_unshared("n1").is_ok());
+    reg.destroy("n1").unwrap();
+    reg.create("null:///n1?size_mb=1").unwrap();
+
+    let n1 = share("n1", Protocol::Nvmf, Some("nqn.2019-05.io.example:v")).unwrap();
+    assert_eq!(ex.get("n1"), Some(n1));
+    assert_eq!(
+        ex.find_nqn("nqn.2019-05.io.example:v").map(|s| s.name),
+        Some("n1".into())
+    );
+    assert!(ex.find_nqn("nqn.2024-12.io.io-engine:n1").is_none());
+    // Once n0 goes, its NQN is free.
+    assert!(ex.unshare("n0").unwrap().wait(Duration::ZERO));
+    ex.unshare("n1").unwrap();
+    reg.create("null:///n2?size_mb=1").unwrap();
+    share("n2", Protocol::Nvmf, Some("nqn.2024-12.io.io-engine:n0")).unwrap();
 }

@@ -917,10 +917,7 @@ impl Connection {
             let (export, ns, serial) = if subnqn == nqn::DISCOVERY_NQN {
                 (None, None, String::from("discovery"))
             } else {
-                let Some(name) = nqn::export_of(&subnqn) else {
-                    return invalid(true, 256);
-                };
-                let Some(share) = self.server.exports.find(Protocol::Nvmf, name) else {
+                let Some(share) = self.server.exports.find_nqn(&subnqn) else {
                     return invalid(true, 256);
                 };
                 if !share.allowed_hosts.is_empty() && !share.allowed_hosts.contains(&hostnqn) {
@@ -937,7 +934,7 @@ impl Connection {
                     copy: COPY_LIMITS,
                 };
                 let serial = bdev.uuid().simple().to_string()[..20].to_string();
-                (Some(name.to_string()), Some(ns), serial)
+                (Some(share.name), Some(ns), serial)
             };
             let ctrl = self.server.controllers.create(subnqn, hostnqn, export);
             let kato = cmd.connect_kato() as u64;

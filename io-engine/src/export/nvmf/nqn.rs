@@ -1,6 +1,7 @@
-//! NVMe Qualified Names: the discovery subsystem's, and the one each
-//! shared device's subsystem gets under this project's prefix (as
-//! Mayastor's `nqn.2019-05.io.openebs:<name>`).
+//! NVMe Qualified Names: the discovery subsystem's, the one each shared
+//! device's subsystem gets by default under this project's prefix (as
+//! Mayastor's `nqn.2019-05.io.openebs:<name>`), and the rules an NQN given
+//! for a share instead keeps (NVMe Base 2.0, 4.5 "NVMe Qualified Names").
 //!
 //! Thread: any (plain functions).
 
@@ -10,16 +11,97 @@ pub const DISCOVERY_NQN: &str = "nqn.2014-08.org.nvmexpress.discovery";
 /// The prefix of the subsystems this engine makes: `<prefix>:<device>`.
 pub const NQN_PREFIX: &str = "nqn.2024-12.io.io-engine";
 
-/// The NQN of the subsystem that exports device `name`.
+/// The prefix of an NQN made of a UUID: `<prefix><uuid>`.
+const UUID_PREFIX: &str = "nqn.2014-08.org.nvmexpress:uuid:";
+
+/// Longest NQN, in bytes of UTF-8, without the NUL.
+pub const MAX_NQN: usize = 223;
+
+/// Most characters of a refused NQN quoted in a message.
+const QUOTED: usize = 64;
+
+/// The NQN of the subsystem that exports device `name` when its share
+/// gives none.
 pub fn nqn_of(name: &str) -> String {
     format!("{NQN_PREFIX}:{name}")
 }
 
-/// The device a subsystem NQN of this engine names.
-pub fn export_of(nqn: &str) -> Option<&str> {
-    nqn.strip_prefix(NQN_PREFIX)?
-        .strip_prefix(':')
-        .filter(|n| !n.is_empty())
+/// Checks an NQN given for a share: at most [`MAX_NQN`] bytes, no control
+/// characters or spaces, `nqn.YYYY-MM.<reverse domain>[:<string>]` with a
+/// plausible date, or `nqn.2014-08.org.nvmexpress:uuid:<uuid>`; not the
+/// discovery subsystem's. The error names the rule broken.
+pub fn check(nqn: &str) -> Result<(), &'static str> {
+    if nqn.len() > MAX_NQN {
+        return Err("is longer than 223 bytes");
+    }
+    if nqn.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err("contains a space or a control character");
+    }
+    if nqn == DISCOVERY_NQN {
+        return Err("is the discovery subsystem's NQN");
+    }
+    if let Some(uuid) = nqn.strip_prefix(UUID_PREFIX) {
+        let hyphenated = uuid.len() == 36 && uuid::Uuid::try_parse(uuid).is_ok();
+        return match hyphenated {
+            true => Ok(()),
+            false => {
+                Err("is not nqn.2014-08.org.nvmexpress:uuid: and a UUID (8-4-4-4-12 hex digits)")
+            }
+        };
+    }
+    let Some(rest) = nqn.strip_prefix("nqn.") else {
+        return Err("does not start with nqn.");
+    };
+    let (date, rest) = rest.split_at_checked(7).unwrap_or((rest, ""));
+    if !plausible_date(date) {
+        return Err("does not start with nqn.YYYY-MM. (a year from 1985 and a month 01 to 12)");
+    }
+    let Some(rest) = rest.strip_prefix('.') else {
+        return Err("does not start with nqn.YYYY-MM. (a year from 1985 and a month 01 to 12)");
+    };
+    let (domain, string) = match rest.split_once(':') {
+        Some((d, s)) => (d, Some(s)),
+        None => (rest, None),
+    };
+    if !reverse_domain(domain) {
+        return Err("has no reverse domain name after its date (as io.example.storage)");
+    }
+    if string == Some("") {
+        return Err("ends with ':' (a string must follow it)");
+    }
+    Ok(())
+}
+
+/// At most [`QUOTED`] characters of `nqn`, for a message about it.
+pub fn quoted(nqn: &str) -> String {
+    match nqn.char_indices().nth(QUOTED) {
+        Some((end, _)) => format!("{:?}...", &nqn[..end]),
+        None => format!("{nqn:?}"),
+    }
+}
+
+/// `YYYY-MM`, a year from 1985 (the first domain names) to 2999.
+fn plausible_date(date: &str) -> bool {
+    let b = date.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    if b.len() != 7 || b[4] != b'-' || !digits(0..4) || !digits(5..7) {
+        return false;
+    }
+    let year: u32 = date[..4].parse().unwrap_or(0);
+    let month: u32 = date[5..].parse().unwrap_or(0);
+    (1985..3000).contains(&year) && (1..=12).contains(&month)
+}
+
+/// Two or more labels of letters, digits and inner hyphens, dot-separated.
+fn reverse_domain(d: &str) -> bool {
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    d.split('.').count() >= 2 && d.split('.').all(label)
 }
 
 /// The NUL-terminated string in `b` (an NQN field of a Connect).
@@ -33,11 +115,55 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nqns_round_trip() {
+    fn defaults_and_fields() {
         assert_eq!(nqn_of("m0"), "nqn.2024-12.io.io-engine:m0");
-        assert_eq!(export_of(&nqn_of("m0")), Some("m0"));
-        assert_eq!(export_of("nqn.2024-12.io.io-engine:"), None);
-        assert_eq!(export_of("nqn.2014-08.org.nvmexpress.discovery"), None);
+        assert_eq!(check(&nqn_of("m0")), Ok(()));
         assert_eq!(field(b"abc\0\0junk"), "abc");
+    }
+
+    #[test]
+    fn nqns_given_for_a_share_keep_the_rules() {
+        for ok in [
+            "nqn.2019-05.io.openebs:pvc-1234",
+            "nqn.2014-08.com.example:nvme.host.sys.xyz",
+            "nqn.2014-08.org.nvmexpress:uuid:f81d4fae-7dec-11d0-a765-00a0c91e6bf6",
+            "nqn.1985-01.io.example",
+            "nqn.2024-12.io.io-engine:a:b:c",
+        ] {
+            assert_eq!(check(ok), Ok(()), "{ok}");
+        }
+        let long = format!("nqn.2024-12.io.example:{}", "x".repeat(201));
+        for (bad, why) in [
+            (long.as_str(), "longer than 223"),
+            ("nqn.2024-12.io.example:a b", "space"),
+            ("nqn.2024-12.io.example:a\u{0}", "control"),
+            (DISCOVERY_NQN, "discovery"),
+            ("nqn.2014-08.org.nvmexpress:uuid:1234", "UUID"),
+            (
+                "nqn.2014-08.org.nvmexpress:uuid:f81d4fae7dec11d0a76500a0c91e6bf6",
+                "UUID",
+            ),
+            ("iqn.2024-12.io.example:x", "does not start with nqn."),
+            ("nqn.2024-13.io.example:x", "nqn.YYYY-MM."),
+            ("nqn.1970-01.io.example:x", "nqn.YYYY-MM."),
+            ("nqn.24-12.io.example:x", "nqn.YYYY-MM."),
+            ("nqn.2024-12", "nqn.YYYY-MM."),
+            ("nqn.2024-12:io.example", "nqn.YYYY-MM."),
+            ("nqn.2024-12.example:x", "reverse domain"),
+            ("nqn.2024-12.io..example:x", "reverse domain"),
+            ("nqn.2024-12.io.-ex:x", "reverse domain"),
+            ("nqn.2024-12.io.ex_ample:x", "reverse domain"),
+            ("nqn.2024-12.io.example:", "ends with ':'"),
+        ] {
+            let e = check(bad).expect_err(bad);
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_refused_nqn_is_quoted_in_part() {
+        assert_eq!(quoted("nqn.x"), "\"nqn.x\"");
+        let q = quoted(&"é".repeat(300));
+        assert!(q.ends_with("...") && q.chars().count() == 64 + 5, "{q}");
     }
 }

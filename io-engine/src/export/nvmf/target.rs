@@ -1,5 +1,5 @@
 //! What every connection of the NVMe/TCP target shares: the exports, the
-//! controllers, the listeners' addresses (for the discovery log and URIs)
+//! controllers, the listeners' addresses (for the discovery log)
 //! and the counters.
 //!
 //! Thread: any. `Sync`: atomics, and mutexes taken at Connect and on the
@@ -87,7 +87,7 @@ impl Target {
             .clone();
         let shares = self.exports.shares(Protocol::Nvmf);
         let nqns: Vec<(String, u8)> = std::iter::once((nqn::DISCOVERY_NQN.to_string(), 3))
-            .chain(shares.iter().map(|s| (nqn::nqn_of(&s.name), 2)))
+            .chain(shares.iter().filter_map(|s| Some((s.nqn.clone()?, 2))))
             .collect();
         let addrs: Vec<(String, u16, bool, u16)> = listeners
             .iter()
@@ -110,13 +110,7 @@ impl Target {
         identify::discovery_log(1, &entries)
     }
 
-    /// The URI hosts connect to share `name` with, at the first listener.
-    pub fn uri(&self, name: &str) -> Option<String> {
-        let l = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
-        l.first().map(|a| Protocol::Nvmf.uri(&a.to_string(), name))
-    }
-
-    /// Records a listener's address, for the discovery log and URIs.
+    /// Records a listener's address, for the discovery log.
     pub(super) fn listening_at(&self, a: SocketAddr) {
         self.listeners
             .lock()
