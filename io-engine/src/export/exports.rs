@@ -16,6 +16,7 @@ use std::time::Duration;
 use super::nvmf::nqn::{self, nqn_of};
 use super::release::Release;
 use super::share_state::ShareState;
+use super::share_watch::ShareWatch;
 use super::{Attachment, ExportError, Protocol, Share, ShareInfo};
 use crate::bdev::BdevRegistry;
 
@@ -190,6 +191,12 @@ impl Exports {
             })
         })
         .flatten()
+    }
+
+    /// A watch on share `name`'s closing flag, for a connection that
+    /// serves it without attaching (`None` if it is not shared).
+    pub fn watch(&self, protocol: Protocol, name: &str) -> Option<ShareWatch> {
+        self.with_entry(protocol, name, |e| ShareWatch::new(&e.state))
     }
 
     /// Attaches a connection whose option phase chose share `name`; `None`

@@ -22,6 +22,7 @@ mod release;
 mod share;
 mod share_info;
 mod share_state;
+mod share_watch;
 mod stream;
 
 pub use attachment::Attachment;
@@ -34,4 +35,5 @@ pub use protocol::Protocol;
 pub use release::Release;
 pub use share::Share;
 pub use share_info::ShareInfo;
+pub use share_watch::ShareWatch;
 pub use stream::Stream;

@@ -30,7 +30,7 @@ use super::pdu::{self, Digests, Fes, Header, PduError, flags, kind};
 use super::target::Target;
 use crate::bdev::{IoChannel, IoCompletion, IoDone, IoError, IoRequest, IoType};
 use crate::env::tsc;
-use crate::export::{Attachment, Buffers, Output, Protocol, Stream};
+use crate::export::{Attachment, Buffers, Output, Protocol, ShareWatch, Stream};
 use crate::pool::IoBuf;
 use crate::reactor::{self, FdHandler, FdRegistration, Interest, Poll, PollerHandle, Readiness};
 
@@ -53,8 +53,6 @@ const COMMAND_SIZE_LIMIT_EXCEEDED: Status = Status(0x183);
 /// has not connected by then is closed, so idle sockets cannot hold the
 /// target's connection slots.
 pub const CONNECT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
-/// How often an admin queue looks for its share (see `Admin`).
-const SHARE_CHECK_NS: u64 = 10_000_000;
 /// Stop reading while this much output waits for the host.
 const OUTPUT_HIGH_WATER: usize = 64 << 20;
 /// Property offsets.
@@ -103,10 +101,9 @@ struct Admin {
     aers: Vec<u16>,
     /// The namespace went away (the Changed Namespace List names it).
     ns_changed: bool,
-    /// When the share is next looked up to see whether it is still there
-    /// (TSC): a lookup takes the export table's lock and clones the share,
-    /// so it is done every few milliseconds, not every round.
-    next_share_check: u64,
+    /// The share's closing flag (none on the discovery controller): an
+    /// unshare is seen at the next round.
+    watch: Option<ShareWatch>,
     /// The share's namespace, for Identify (none on the discovery
     /// controller).
     ns: Option<NamespaceFacts>,
@@ -334,11 +331,8 @@ impl Connection {
                         if a.kato != 0 {
                             reactor::wake_by(a.last + a.kato + 1);
                         }
-                        let check = now >= a.next_share_check;
-                        if check {
-                            a.next_share_check = now + tsc::ns_to_ticks(SHARE_CHECK_NS);
-                        }
-                        if check && !a.ctrl.is_dead() && !terminated && self.export_gone(&a.ctrl) {
+                        let closing = a.watch.as_ref().is_some_and(ShareWatch::closing);
+                        if closing && !a.ctrl.is_dead() && !terminated {
                             // The namespace is gone: a held Asynchronous
                             // Event Request says so (a notice, namespace
                             // attribute changed, log page 04h), then the
@@ -382,14 +376,6 @@ impl Connection {
         };
         self.maybe_close();
         if busy { Poll::Busy } else { Poll::Idle }
-    }
-
-    /// Whether the admin queue's export was unshared.
-    fn export_gone(&self, ctrl: &Controller) -> bool {
-        match &ctrl.export {
-            Some(name) => self.server.exports.find(Protocol::Nvmf, name).is_none(),
-            None => false,
-        }
     }
 
     fn has_output(&self) -> bool {
@@ -914,11 +900,14 @@ impl Connection {
             if cntlid != 0xFFFF {
                 return invalid(true, 16);
             }
-            let (export, ns, serial) = if subnqn == nqn::DISCOVERY_NQN {
-                (None, None, String::from("discovery"))
+            let (export, ns, serial, watch) = if subnqn == nqn::DISCOVERY_NQN {
+                (None, None, String::from("discovery"), None)
             } else {
                 let Some(share) = self.server.exports.find_nqn(&subnqn) else {
                     return invalid(true, 256);
+                };
+                let Some(watch) = self.server.exports.watch(Protocol::Nvmf, &share.name) else {
+                    return invalid(true, 256); // unshared meanwhile
                 };
                 if !share.allowed_hosts.is_empty() && !share.allowed_hosts.contains(&hostnqn) {
                     tracing::warn!(peer = %self.peer, subnqn, hostnqn, "NVMe/TCP Connect refused: the host is not allowed");
@@ -934,7 +923,7 @@ impl Connection {
                     copy: COPY_LIMITS,
                 };
                 let serial = bdev.uuid().simple().to_string()[..20].to_string();
-                (Some(share.name), Some(ns), serial)
+                (Some(share.name), Some(ns), serial, Some(watch))
             };
             let ctrl = self.server.controllers.create(subnqn, hostnqn, export);
             let kato = cmd.connect_kato() as u64;
@@ -947,7 +936,7 @@ impl Connection {
                 last: tsc::now(),
                 aers: Vec::new(),
                 ns_changed: false,
-                next_share_check: 0,
+                watch,
                 ns,
                 serial,
             }));
