@@ -120,7 +120,7 @@ impl Fixture {
         for (name, uri, read_only) in DEVICES {
             engine.registry().create(uri).expect("create a device");
             engine
-                .share(name, Protocol::Nvmf, read_only, Vec::new())
+                .share(name, Protocol::Nvmf, read_only, Vec::new(), None)
                 .expect("share a device");
         }
         let addr = testing::serve_nvmf(&engine).expect("listen for NVMe/TCP");
