@@ -780,6 +780,13 @@ fn each_listener_bounds_its_connections_and_those_not_connected_yet() {
             && log.contains("its 3 connections open"),
         "the refusals name their limit"
     );
+    let scrape = io_engine_tests::http::get(&d.metrics_url()).unwrap().text();
+    for line in [
+        "io_engine_nvmf_refused_total{reason=\"connections\"} 1",
+        "io_engine_nvmf_refused_total{reason=\"connecting\"} 1",
+    ] {
+        assert!(scrape.lines().any(|l| l == line), "{line} in\n{scrape}");
+    }
 }
 
 #[test]

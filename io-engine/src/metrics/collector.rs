@@ -143,6 +143,8 @@ defs! {
         "Payload bytes of NVMe/TCP reads (direction=\"read\": to hosts) and writes (\"write\": from hosts).";
     NVMF_PDU_ERRORS: Counter "io_engine_nvmf_pdu_errors_total" []
         "NVMe/TCP connections ended by a malformed PDU (a C2HTermReq).";
+    NVMF_REFUSED: Counter "io_engine_nvmf_refused_total" ["reason"]
+        "NVMe/TCP connections refused at accept by their listener's limit: reason=\"connections\" (--nvmf-max-connections) or \"connecting\" (--nvmf-max-connecting).";
     ACCEL_OPS: Counter "io_engine_accel_ops_total" ["opcode", "module"]
         "Accel tasks executed (successes and miscompares), per opcode and module.";
     ACCEL_BYTES: Counter "io_engine_accel_bytes_total" ["opcode", "module"]
@@ -412,6 +414,9 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
         f.counter(&NVMF_BYTES, &["read"], n.stats.bytes_read);
         f.counter(&NVMF_BYTES, &["write"], n.stats.bytes_written);
         f.counter(&NVMF_PDU_ERRORS, &[], n.stats.pdu_errors);
+        for (reason, count) in &n.stats.refused {
+            f.counter(&NVMF_REFUSED, &[reason], *count);
+        }
     }
 
     if let Some((ops, modules)) = &s.accel {

@@ -728,11 +728,12 @@ impl Connection {
             (kind::CAPSULE_CMD, _) => {
                 let cmd = Command::from_slice(&b[pdu::COMMON_HEADER..]);
                 let admin_queue = !matches!(st.phase, Phase::Io(_));
-                self.server.counters.command(admin_queue, cmd.opcode());
+                let opcode = cmd.opcode();
                 // A Write's or Compare's data digest is checked as the data
                 // is copied to its buffer; other data is here whole.
                 let to_buffer = !admin_queue && matches!(cmd.opcode(), nvm::WRITE | nvm::COMPARE);
                 if !to_buffer && !data.digest_ok() {
+                    self.server.counters.command(admin_queue, opcode);
                     self.advance_sqhd(st);
                     self.respond(
                         st,
@@ -742,6 +743,11 @@ impl Connection {
                     return Ok(true);
                 }
                 let handled = self.capsule(st, cmd, data);
+                if let Ok(true) = handled {
+                    // Counted once taken (not each time it waits for a
+                    // buffer).
+                    self.server.counters.command(admin_queue, opcode);
+                }
                 if !self.connected.get() && matches!(st.phase, Phase::Admin(_) | Phase::Io(_)) {
                     self.connected.set(true);
                     self.listener.connected();

@@ -50,6 +50,7 @@ pub async fn serve(
             }
         };
         if let Err(why) = limits.admit() {
+            target.counters.refused(why);
             tracing::warn!(%peer, listener = %limits.addr, "NVMe/TCP connection refused: {why}");
             continue;
         }

@@ -1,5 +1,5 @@
 //! The NVMe/TCP target's counters: commands by queue type and opcode,
-//! errors by status, bytes moved, PDU errors. Sharded by reactor core, so
+//! errors by status, bytes moved, PDU errors, connections refused. Sharded by reactor core, so
 //! that queues on different cores never write the same cache line.
 //!
 //! Thread: any; written by the connections on their reactors (relaxed
@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::command::{admin, io};
 use super::completion::Status;
+use super::listener::Refusal;
 
 /// The opcodes counted by name, per queue type; others count as "other".
 const ADMIN_OPS: [(u8, &str); 8] = [
@@ -69,6 +70,9 @@ struct Shard {
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
     pdu_errors: AtomicU64,
+    /// Connections refused: over a listener's connections, over its
+    /// connections not connected yet.
+    refused: [AtomicU64; 2],
 }
 
 impl Default for Shard {
@@ -79,6 +83,7 @@ impl Default for Shard {
             bytes_read: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             pdu_errors: AtomicU64::new(0),
+            refused: Default::default(),
         }
     }
 }
@@ -109,6 +114,9 @@ pub struct NvmfStats {
     pub bytes_written: u64,
     /// Connections ended by a malformed PDU.
     pub pdu_errors: u64,
+    /// Connections refused at accept, by the limit they met: (reason,
+    /// count), both reasons always listed.
+    pub refused: [(&'static str, u64); 2],
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -160,6 +168,15 @@ impl NvmfCounters {
         bump(&self.shard().pdu_errors, 1);
     }
 
+    /// Counts a connection a listener refused.
+    pub(super) fn refused(&self, why: Refusal) {
+        let i = match why {
+            Refusal::Connections(_) => 0,
+            Refusal::Connecting(_) => 1,
+        };
+        bump(&self.shard().refused[i], 1);
+    }
+
     /// The sums.
     pub fn stats(&self) -> NvmfStats {
         let sum = |f: &dyn Fn(&Shard) -> &AtomicU64| -> u64 {
@@ -194,6 +211,10 @@ impl NvmfCounters {
         out.bytes_read = sum(&|s| &s.bytes_read);
         out.bytes_written = sum(&|s| &s.bytes_written);
         out.pdu_errors = sum(&|s| &s.pdu_errors);
+        out.refused = [
+            ("connections", sum(&|s| &s.refused[0])),
+            ("connecting", sum(&|s| &s.refused[1])),
+        ];
         out
     }
 }
@@ -213,7 +234,9 @@ mod tests {
         c.error(Status(0x0FE));
         c.bytes(4096, 512);
         c.pdu_error();
+        c.refused(Refusal::Connecting(4));
         let s = c.stats();
+        assert_eq!(s.refused, [("connections", 0), ("connecting", 1)]);
         assert_eq!(
             s.commands,
             [
