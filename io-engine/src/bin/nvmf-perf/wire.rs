@@ -5,11 +5,10 @@
 //!
 //! Thread: any (plain functions over bytes).
 
+use io_engine::export::nvmf::Command;
 use io_engine::export::nvmf::pdu::{
     self, CAPSULE_CMD_HLEN, COMMON_HEADER, DATA_HLEN, Digests, Header, IC_HLEN, flags, kind,
 };
-
-use super::sqe::Sqe;
 
 /// MAXR2T the host announces (0-based: one R2T outstanding per command).
 const MAXR2T: u32 = 0;
@@ -39,7 +38,7 @@ pub fn put_ic_req(out: &mut Vec<u8>, digests: Digests) {
 
 /// Appends a command capsule for `sqe` with `data` in the capsule (none
 /// when empty).
-pub fn put_capsule(out: &mut Vec<u8>, sqe: &Sqe, data: &[u8], digests: Digests) {
+pub fn put_capsule(out: &mut Vec<u8>, sqe: &Command, data: &[u8], digests: Digests) {
     let start = out.len();
     let hd = if digests.header { 4 } else { 0 };
     let dd = if digests.data && !data.is_empty() {
