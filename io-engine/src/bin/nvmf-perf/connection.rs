@@ -14,7 +14,7 @@ use std::net::TcpStream;
 use io_engine::env::tsc;
 use io_engine::env::xorshift::XorShift;
 use io_engine::export::nvmf::command::{Command, io as nvm, sgl};
-use io_engine::export::nvmf::pdu::{flags, kind};
+use io_engine::export::nvmf::pdu::{self, flags, kind};
 
 use super::conn_stats::ConnStats;
 use super::copy;
@@ -345,15 +345,10 @@ impl Connection {
                 while at < off + r2tl {
                     let n = (off + r2tl - at).min(self.maxh2cdata);
                     let last = at + n == off + r2tl;
-                    wire::put_h2c_data(
-                        &mut self.out,
-                        cid,
-                        ttag,
-                        at as u32,
-                        &buf[at..at + n],
-                        last,
-                        digests,
-                    );
+                    let (out, ids) = (&mut self.out, (cid, ttag));
+                    let (offset, len) = (at as u32, n as u32);
+                    pdu::put_data_header(out, kind::H2C_DATA, ids, offset, len, last, digests);
+                    wire::put_data(out, &buf[at..at + n], digests);
                     at += n;
                 }
             }
