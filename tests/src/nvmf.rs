@@ -95,46 +95,9 @@ impl Cqe {
     }
 }
 
-/// A 64-byte command.
-#[derive(Clone, Copy)]
-pub struct Sqe(pub [u8; 64]);
-
-impl Sqe {
-    /// Command `opcode` for namespace `nsid`.
-    pub fn new(opcode: u8, nsid: u32) -> Sqe {
-        let mut b = [0u8; 64];
-        b[0] = opcode;
-        b[4..8].copy_from_slice(&nsid.to_le_bytes());
-        Sqe(b)
-    }
-
-    /// A fabrics command of type `fctype`.
-    pub fn fabrics(fctype: u8) -> Sqe {
-        let mut s = Sqe::new(0x7F, 0);
-        s.0[4] = fctype;
-        s
-    }
-
-    /// Sets command dword `n` (10 to 15).
-    pub fn cdw(mut self, n: usize, v: u32) -> Sqe {
-        self.0[n * 4..n * 4 + 4].copy_from_slice(&v.to_le_bytes());
-        self
-    }
-
-    /// Sets bytes at `at`.
-    pub fn bytes(mut self, at: usize, v: &[u8]) -> Sqe {
-        self.0[at..at + v.len()].copy_from_slice(v);
-        self
-    }
-
-    /// A Read or Write of `nlb` blocks at `slba`.
-    pub fn rw(opcode: u8, slba: u64, nlb: u32) -> Sqe {
-        Sqe::new(opcode, 1)
-            .cdw(10, slba as u32)
-            .cdw(11, (slba >> 32) as u32)
-            .cdw(12, nlb - 1)
-    }
-}
+/// A 64-byte command: the target's own submission queue entry, built
+/// with its setters.
+pub use io_engine::export::nvmf::Command as Sqe;
 
 /// One queue pair's connection.
 pub struct Host {
@@ -351,32 +314,34 @@ impl Host {
         data[256..256 + subnqn.len()].copy_from_slice(subnqn.as_bytes());
         data[512..512 + hostnqn.len()].copy_from_slice(hostnqn.as_bytes());
         let sqe = Sqe::fabrics(0x01)
-            .bytes(42, &qid.to_le_bytes())
-            .bytes(44, &sqsize.to_le_bytes())
-            .bytes(48, &kato_ms.to_le_bytes());
+            .with_bytes(42, &qid.to_le_bytes())
+            .with_bytes(44, &sqsize.to_le_bytes())
+            .with_bytes(48, &kato_ms.to_le_bytes());
         Ok(self.exec(sqe, &data, &[])?.0)
     }
 
     /// Property Set of CC (4 bytes).
     pub fn set_cc(&mut self, cc: u32) -> io::Result<Cqe> {
         let sqe = Sqe::fabrics(0x00)
-            .bytes(44, &0x14u32.to_le_bytes())
-            .bytes(48, &(cc as u64).to_le_bytes());
+            .with_bytes(44, &0x14u32.to_le_bytes())
+            .with_bytes(48, &(cc as u64).to_le_bytes());
         Ok(self.exec(sqe, &[], &[])?.0)
     }
 
     /// Property Get at `offset` (8 bytes when `wide`).
     pub fn get_property(&mut self, offset: u32, wide: bool) -> io::Result<u64> {
         let sqe = Sqe::fabrics(0x04)
-            .bytes(40, &[wide as u8])
-            .bytes(44, &offset.to_le_bytes());
+            .with_bytes(40, &[wide as u8])
+            .with_bytes(44, &offset.to_le_bytes());
         let (cqe, _) = self.exec(sqe, &[], &[])?;
         Ok(cqe.dw0() as u64 | (cqe.dw1() as u64) << 32)
     }
 
     /// A data-in admin command (Identify, Get Log Page) of `len` bytes.
     pub fn read_admin(&mut self, sqe: Sqe, len: u32) -> io::Result<(Cqe, Vec<u8>)> {
-        let sqe = sqe.bytes(32, &len.to_le_bytes()).bytes(39, &[0x5A]);
+        let sqe = sqe
+            .with_bytes(32, &len.to_le_bytes())
+            .with_bytes(39, &[0x5A]);
         self.exec(sqe, &[], &[])
     }
 
@@ -384,7 +349,7 @@ impl Host {
     /// (70h).
     pub fn discovery_log(&mut self, len: u32) -> io::Result<(Cqe, Vec<u8>)> {
         let numd = len / 4 - 1;
-        self.read_admin(Sqe::new(0x02, 0).cdw(10, 0x70 | numd << 16), len)
+        self.read_admin(Sqe::new(0x02, 0).with_cdw(10, 0x70 | numd << 16), len)
     }
 }
 

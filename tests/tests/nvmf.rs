@@ -58,17 +58,17 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
 
 fn write(io: &mut Host, slba: u64, data: &[u8]) -> Cqe {
     let nlb = (data.len() / BS) as u32;
-    let sqe = Sqe::rw(0x01, slba, nlb);
+    let sqe = Sqe::rw(0x01, 1, slba, nlb);
     if data.len() <= 8192 {
         io.exec(sqe, data, &[]).unwrap().0
     } else {
-        let sqe = sqe.bytes(32, &(data.len() as u32).to_le_bytes());
+        let sqe = sqe.with_bytes(32, &(data.len() as u32).to_le_bytes());
         io.exec(sqe, &[], data).unwrap().0
     }
 }
 
 fn read(io: &mut Host, slba: u64, nlb: u32) -> (Cqe, Vec<u8>) {
-    let sqe = Sqe::rw(0x02, slba, nlb).bytes(32, &(nlb * BS as u32).to_le_bytes());
+    let sqe = Sqe::rw(0x02, 1, slba, nlb).with_bytes(32, &(nlb * BS as u32).to_le_bytes());
     io.exec(sqe, &[], &[]).unwrap()
 }
 
@@ -79,7 +79,7 @@ fn a_host_connects_identifies_writes_and_reads_back() {
 
     // Identify Controller: its CNTLID is the one Connect returned.
     let (cqe, ctrl) = admin
-        .read_admin(Sqe::new(0x06, 0).cdw(10, 1), 4096)
+        .read_admin(Sqe::new(0x06, 0).with_cdw(10, 1), 4096)
         .unwrap();
     assert_eq!(cqe.status(), 0);
     assert_eq!(u16::from_le_bytes([ctrl[78], ctrl[79]]), cntlid);
@@ -90,7 +90,7 @@ fn a_host_connects_identifies_writes_and_reads_back() {
     );
     // Identify Namespace: the device's size.
     let (cqe, ns) = admin
-        .read_admin(Sqe::new(0x06, 1).cdw(10, 0), 4096)
+        .read_admin(Sqe::new(0x06, 1).with_cdw(10, 0), 4096)
         .unwrap();
     assert_eq!(cqe.status(), 0);
     assert_eq!(u64::from_le_bytes(ns[0..8].try_into().unwrap()), BLOCKS);
@@ -108,7 +108,7 @@ fn a_host_connects_identifies_writes_and_reads_back() {
     assert!(got == big, "128 KiB read back as written");
 
     // Write Zeroes, then the blocks read as zeroes.
-    let wz = Sqe::new(0x08, 1).cdw(10, 100).cdw(12, 3);
+    let wz = Sqe::new(0x08, 1).with_cdw(10, 100).with_cdw(12, 3);
     assert_eq!(io.exec(wz, &[], &[]).unwrap().0.status(), 0);
     let (_, got) = read(&mut io, 100, 4);
     assert!(got.iter().all(|&b| b == 0), "zeroed blocks read as zeroes");
@@ -121,7 +121,7 @@ fn a_host_connects_identifies_writes_and_reads_back() {
     ranges[8..16].copy_from_slice(&10u64.to_le_bytes());
     ranges[20..24].copy_from_slice(&2u32.to_le_bytes());
     ranges[24..32].copy_from_slice(&110u64.to_le_bytes());
-    let dsm = Sqe::new(0x09, 1).cdw(10, 1).cdw(11, 4);
+    let dsm = Sqe::new(0x09, 1).with_cdw(10, 1).with_cdw(11, 4);
     assert_eq!(io.exec(dsm, &ranges, &[]).unwrap().0.status(), 0);
     let (_, got) = read(&mut io, 10, 1);
     assert!(
@@ -133,11 +133,11 @@ fn a_host_connects_identifies_writes_and_reads_back() {
     // Compare: equal data (in the capsule, and 128 KiB by R2T) succeeds,
     // different data is a Compare Failure.
     let cmp = |io: &mut Host, slba: u64, data: &[u8]| {
-        let sqe = Sqe::rw(0x05, slba, (data.len() / BS) as u32);
+        let sqe = Sqe::rw(0x05, 1, slba, (data.len() / BS) as u32);
         if data.len() <= 8192 {
             io.exec(sqe, data, &[]).unwrap().0.status()
         } else {
-            let sqe = sqe.bytes(32, &(data.len() as u32).to_le_bytes());
+            let sqe = sqe.with_bytes(32, &(data.len() as u32).to_le_bytes());
             io.exec(sqe, &[], data).unwrap().0.status()
         }
     };
@@ -163,9 +163,9 @@ fn a_host_connects_identifies_writes_and_reads_back() {
     );
     let (cqe, _) = io
         .exec(
-            Sqe::rw(0x02, 0, 1)
-                .bytes(4, &2u32.to_le_bytes())
-                .bytes(32, &4096u32.to_le_bytes()),
+            Sqe::rw(0x02, 1, 0, 1)
+                .with_bytes(4, &2u32.to_le_bytes())
+                .with_bytes(32, &4096u32.to_le_bytes()),
             &[],
             &[],
         )
@@ -192,9 +192,9 @@ fn copy(io: &mut Host, sdlba: u64, ranges: &[(u64, u16)]) -> Cqe {
         r[16..18].copy_from_slice(&(nlb - 1).to_le_bytes());
     }
     let sqe = Sqe::new(0x19, 1)
-        .cdw(10, sdlba as u32)
-        .cdw(11, (sdlba >> 32) as u32)
-        .cdw(12, ranges.len() as u32 - 1);
+        .with_cdw(10, sdlba as u32)
+        .with_cdw(11, (sdlba >> 32) as u32)
+        .with_cdw(12, ranges.len() as u32 - 1);
     io.exec(sqe, &list, &[]).unwrap().0
 }
 
@@ -203,7 +203,7 @@ fn copy_moves_ranges_inside_the_device_within_its_limits() {
     let d = start();
     let (mut admin, mut io, _) = connect(d.nvmf_addr(), (false, false));
     let (_, ctrl) = admin
-        .read_admin(Sqe::new(0x06, 0).cdw(10, 1), 4096)
+        .read_admin(Sqe::new(0x06, 0).with_cdw(10, 1), 4096)
         .unwrap();
     assert_ne!(
         u16::from_le_bytes([ctrl[520], ctrl[521]]) & (1 << 8),
@@ -211,7 +211,7 @@ fn copy_moves_ranges_inside_the_device_within_its_limits() {
         "ONCS: Copy"
     );
     let (_, ns) = admin
-        .read_admin(Sqe::new(0x06, 1).cdw(10, 0), 4096)
+        .read_admin(Sqe::new(0x06, 1).with_cdw(10, 0), 4096)
         .unwrap();
     let mssrl = u16::from_le_bytes([ns[74], ns[75]]);
     let mcl = u32::from_le_bytes(ns[76..80].try_into().unwrap());
@@ -263,7 +263,7 @@ fn digests_protect_headers_and_data() {
     assert_eq!(cqe.status(), 0);
     assert!(got == data);
     // A capsule whose data digest is wrong: Transient Transport Error.
-    let mut sqe = Sqe::rw(0x01, 0, 1);
+    let mut sqe = Sqe::rw(0x01, 1, 0, 1);
     sqe.0[2] = 0x77;
     sqe.0[32..36].copy_from_slice(&4096u32.to_le_bytes());
     sqe.0[39] = 0x01;
@@ -278,7 +278,7 @@ fn digests_protect_headers_and_data() {
     let (_, got) = read(&mut io, 0, 1);
     assert_eq!(got, data[..BS], "the corrupted write was not executed");
     // A header digest that does not match ends the connection: FES 3.
-    let mut pdu = io.capsule(&Sqe::rw(0x02, 0, 1), &[]);
+    let mut pdu = io.capsule(&Sqe::rw(0x02, 1, 0, 1), &[]);
     pdu[72] ^= 1;
     io.send(&pdu).unwrap();
     let term = io.recv().unwrap();
@@ -306,10 +306,10 @@ fn response(io: &mut Host) -> Cqe {
 /// A Write by R2T whose H2CData arrives in pieces (header split, data
 /// split, digest apart): returns its completion.
 fn write_h2c_in_pieces(io: &mut Host, cid: u16, slba: u64, data: &[u8], corrupt: bool) -> Cqe {
-    let sqe = Sqe::rw(0x01, slba, (data.len() / BS) as u32)
-        .bytes(2, &cid.to_le_bytes())
-        .bytes(32, &(data.len() as u32).to_le_bytes())
-        .bytes(39, &[0x5A]);
+    let sqe = Sqe::rw(0x01, 1, slba, (data.len() / BS) as u32)
+        .with_bytes(2, &cid.to_le_bytes())
+        .with_bytes(32, &(data.len() as u32).to_le_bytes())
+        .with_bytes(39, &[0x5A]);
     io.send(&io.capsule(&sqe, &[])).unwrap();
     let r2t = io.recv().unwrap();
     assert_eq!((r2t.kind, r2t.u16_at(8)), (0x09, cid), "an R2T");
@@ -341,10 +341,10 @@ fn data_that_arrives_in_pieces_lands_whole() {
         );
         // In the capsule.
         let data = pattern(22, 2 * BS);
-        let sqe = Sqe::rw(0x01, 96, 2)
-            .bytes(2, &0x32u16.to_le_bytes())
-            .bytes(32, &(data.len() as u32).to_le_bytes())
-            .bytes(39, &[0x01]);
+        let sqe = Sqe::rw(0x01, 1, 96, 2)
+            .with_bytes(2, &0x32u16.to_le_bytes())
+            .with_bytes(32, &(data.len() as u32).to_le_bytes())
+            .with_bytes(39, &[0x01]);
         let capsule = io.capsule(&sqe, &data);
         send_in_pieces(&mut io, &capsule, &[40, 80, 200, capsule.len() - 1]);
         assert_eq!(response(&mut io).status(), 0);
@@ -354,10 +354,10 @@ fn data_that_arrives_in_pieces_lands_whole() {
         );
         // A capsule refused before its data is all here (out of range):
         // the rest of its data is dropped, the queue carries on.
-        let sqe = Sqe::rw(0x01, BLOCKS - 1, 2)
-            .bytes(2, &0x33u16.to_le_bytes())
-            .bytes(32, &(data.len() as u32).to_le_bytes())
-            .bytes(39, &[0x01]);
+        let sqe = Sqe::rw(0x01, 1, BLOCKS - 1, 2)
+            .with_bytes(2, &0x33u16.to_le_bytes())
+            .with_bytes(32, &(data.len() as u32).to_le_bytes())
+            .with_bytes(39, &[0x01]);
         let capsule = io.capsule(&sqe, &data);
         send_in_pieces(&mut io, &capsule, &[100, 3000]);
         assert_eq!(response(&mut io).status(), 0x080, "LBA Out of Range");
@@ -384,10 +384,10 @@ fn a_host_that_vanishes_mid_command_leaks_nothing() {
     let addr = d.nvmf_addr();
     for cut in ["before the data", "mid-data", "after a terminate"] {
         let (_admin, mut io, _) = connect(addr, (false, false));
-        let sqe = Sqe::rw(0x01, 0, 4)
-            .bytes(2, &0x41u16.to_le_bytes())
-            .bytes(32, &(4 * BS as u32).to_le_bytes())
-            .bytes(39, &[0x5A]);
+        let sqe = Sqe::rw(0x01, 1, 0, 4)
+            .with_bytes(2, &0x41u16.to_le_bytes())
+            .with_bytes(32, &(4 * BS as u32).to_le_bytes())
+            .with_bytes(39, &[0x5A]);
         io.send(&io.capsule(&sqe, &[])).unwrap();
         let r2t = io.recv().unwrap();
         assert_eq!(r2t.kind, 0x09, "an R2T");
@@ -398,10 +398,10 @@ fn a_host_that_vanishes_mid_command_leaks_nothing() {
             _ => {
                 // A read in flight and a PDU type hosts never send, in one
                 // write: the C2HTermReq is the last thing the target sends.
-                let read = Sqe::rw(0x02, 0, 1)
-                    .bytes(2, &0x42u16.to_le_bytes())
-                    .bytes(32, &(BS as u32).to_le_bytes())
-                    .bytes(39, &[0x5A]);
+                let read = Sqe::rw(0x02, 1, 0, 1)
+                    .with_bytes(2, &0x42u16.to_le_bytes())
+                    .with_bytes(32, &(BS as u32).to_le_bytes())
+                    .with_bytes(39, &[0x5A]);
                 let mut b = io.capsule(&read, &[]);
                 b.extend_from_slice(&[0xFF, 0, 8, 0, 8, 0, 0, 0]);
                 io.send(&b).unwrap();
@@ -432,7 +432,9 @@ fn the_discovery_log_lists_the_share() {
     let addr = d.nvmf_addr();
     let (mut disc, cqe) = Host::admin(addr, DISCOVERY_NQN, 0).unwrap();
     assert_eq!(cqe.status(), 0);
-    let (cqe, ctrl) = disc.read_admin(Sqe::new(0x06, 0).cdw(10, 1), 4096).unwrap();
+    let (cqe, ctrl) = disc
+        .read_admin(Sqe::new(0x06, 0).with_cdw(10, 1), 4096)
+        .unwrap();
     assert_eq!(cqe.status(), 0);
     assert_eq!(ctrl[111], 2, "a discovery controller");
     let (cqe, log) = disc.discovery_log(3072).unwrap();
@@ -524,7 +526,7 @@ fn malformed_pdus_end_their_connection_and_no_other() {
     // PDO inside the header.
     let mut pdo = Host::tcp(addr)
         .unwrap()
-        .capsule(&Sqe::rw(0x01, 0, 1), &[0u8; 16]);
+        .capsule(&Sqe::rw(0x01, 1, 0, 1), &[0u8; 16]);
     pdo[3] = 8;
     assert_eq!(terminated_by(addr, true, &pdo), (1, 3));
     // A PLEN beyond what the connection takes.
@@ -548,7 +550,7 @@ fn malformed_pdus_end_their_connection_and_no_other() {
     }
     {
         let (_a, mut w, _) = connect(addr, (false, false));
-        let mut sqe = Sqe::rw(0x01, 0, 2);
+        let mut sqe = Sqe::rw(0x01, 1, 0, 2);
         sqe.0[2] = 9;
         sqe.0[32..36].copy_from_slice(&8192u32.to_le_bytes());
         sqe.0[39] = 0x5A;
@@ -832,7 +834,7 @@ fn the_limits_hosts_see_follow_the_flags() {
     let addr = d.nvmf_addr();
     let (mut admin, mut io, _) = connect_sq(addr, 63);
     let (_, ctrl) = admin
-        .read_admin(Sqe::new(0x06, 0).cdw(10, 1), 4096)
+        .read_admin(Sqe::new(0x06, 0).with_cdw(10, 1), 4096)
         .unwrap();
     assert_eq!(ctrl[77], 6, "MDTS 256 KiB");
     assert_eq!(
@@ -848,7 +850,7 @@ fn the_limits_hosts_see_follow_the_flags() {
     let data = pattern(21, 4 * BS);
     assert_eq!(write(&mut io, 0, &data).status(), 0);
     let big = pattern(22, 64 * BS);
-    let sqe = Sqe::rw(0x01, 64, 64).bytes(32, &(big.len() as u32).to_le_bytes());
+    let sqe = Sqe::rw(0x01, 1, 64, 64).with_bytes(32, &(big.len() as u32).to_le_bytes());
     assert_eq!(io.exec(sqe, &[], &big).unwrap().0.status(), 0);
     assert_eq!(read(&mut io, 0, 4).1, data);
     assert!(read(&mut io, 64, 64).1 == big);

@@ -43,7 +43,7 @@ fn a_share_given_an_nqn_is_reached_by_that_nqn_only() {
     let cntlid = cqe.dw0() as u16;
     assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
     let (cqe, ctrl) = admin
-        .read_admin(Sqe::new(0x06, 0).cdw(10, 1), 4096)
+        .read_admin(Sqe::new(0x06, 0).with_cdw(10, 1), 4096)
         .unwrap();
     assert_eq!(cqe.status(), 0);
     assert_eq!(&ctrl[768..768 + NQN.len()], NQN.as_bytes());

@@ -1,6 +1,8 @@
 //! What a connection has to send: reply headers and small replies as
 //! bytes, READ data as the IO buffers themselves, all in reply order, sent
-//! with vectored writes, so READ data is never copied.
+//! with vectored writes, so READ data is never copied; and its flushing
+//! (writes until the socket is full, the socket's write interest on while
+//! output waits), the same for every protocol.
 //!
 //! Thread: the connection's reactor (`!Send`: it holds IO buffers of the
 //! connection's pools).
@@ -8,8 +10,9 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 
-use super::Stream;
+use super::{Flushed, Stream};
 use crate::pool::IoBuf;
+use crate::reactor::{FdRegistration, Interest};
 
 /// Most pieces given to one `writev` (well under `IOV_MAX`).
 const MAX_IOVECS: usize = 64;
@@ -34,6 +37,9 @@ pub(in crate::export) struct Output {
     data_sent: usize,
     /// Bytes of the buffers of `data`, whole.
     data_len: usize,
+    /// Whether the socket's write interest is on (output was left at the
+    /// last flush).
+    want_write: bool,
 }
 
 impl Output {
@@ -44,6 +50,7 @@ impl Output {
             sent: 0,
             data_sent: 0,
             data_len: 0,
+            want_write: false,
         }
     }
 
@@ -96,6 +103,50 @@ impl Output {
         self.sent = 0;
         self.data_sent = 0;
         self.data_len = 0;
+    }
+
+    /// Writes what `sock` takes, until it would block; a write error (the
+    /// client is gone) drops what it will never read. Then turns the
+    /// write interest of `sock`'s registration `reg` on while output is
+    /// left, off once it is all sent.
+    pub(in crate::export) fn flush(
+        &mut self,
+        sock: &Stream,
+        reg: Option<&FdRegistration>,
+    ) -> Flushed {
+        let held = self.holds_buffers();
+        let mut wrote = false;
+        let mut gone = false;
+        while !self.is_empty() {
+            match self.write_to(sock) {
+                Ok(0) => break,
+                Ok(_) => wrote = true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.clear();
+                    gone = true;
+                    break;
+                }
+            }
+        }
+        let want_write = !self.is_empty();
+        if want_write != self.want_write {
+            self.want_write = want_write;
+            let interest = if want_write {
+                Interest::READ_WRITE
+            } else {
+                Interest::READ
+            };
+            if let Some(r) = reg {
+                let _ = r.set_interest(interest);
+            }
+        }
+        Flushed {
+            wrote,
+            gone,
+            released: held && !self.holds_buffers(),
+        }
     }
 
     /// One vectored write of as much as the socket takes; returns the
@@ -212,6 +263,35 @@ mod tests {
         assert!(partial > 0, "some write stopped part way");
         assert!(!out.holds_buffers());
         assert!(pool.get().is_some(), "the buffers are back");
+    }
+
+    /// A flush sends what the socket takes and says so; once the client
+    /// is gone it drops the output (the buffers go back) and says that.
+    #[test]
+    fn flush_says_what_went_out_and_when_the_client_is_gone() {
+        let pool = BufPool::new(PoolConfig::new("output-test", 1, 1).cache_size(0), 4096).unwrap();
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let sock = Stream::Unix(a);
+        sock.set_nonblocking().unwrap();
+        let mut out = Output::with_capacity(64);
+        out.bytes().extend_from_slice(b"head");
+        out.push_data(pool.get().unwrap(), 512);
+        let f = out.flush(&sock, None);
+        assert!(f.wrote && !f.gone && f.released);
+        assert!(out.is_empty());
+        let mut got = [0; 516];
+        b.read_exact(&mut got).unwrap();
+        assert_eq!(&got[..4], b"head");
+
+        let f = out.flush(&sock, None);
+        assert!(!f.wrote && !f.gone && !f.released, "nothing to send");
+
+        drop(b);
+        out.push_data(pool.get().unwrap(), 512);
+        let f = out.flush(&sock, None);
+        assert!(f.gone && f.released);
+        assert!(out.is_empty());
+        assert!(pool.get().is_some(), "the buffer is back");
     }
 
     /// More replies than one `writev` takes pieces: the rest goes in the

@@ -13,13 +13,14 @@ use std::net::TcpStream;
 
 use io_engine::env::tsc;
 use io_engine::env::xorshift::XorShift;
-use io_engine::export::nvmf::pdu::{flags, kind};
+use io_engine::export::nvmf::command::{Command, io as nvm, sgl};
+use io_engine::export::nvmf::pdu::{self, flags, kind};
 
 use super::conn_stats::ConnStats;
+use super::copy;
 use super::cqe::Cqe;
 use super::plan::Plan;
 use super::region::{Content, Region};
-use super::sqe::{self, Sqe};
 use super::wire;
 use super::workload::Workload;
 
@@ -145,26 +146,26 @@ impl Connection {
     fn start(&mut self, cid: u16, now: u64) -> bool {
         let plan = self.plan;
         let mut op = match plan.workload {
-            Workload::Read | Workload::Randread => sqe::READ,
-            Workload::Write | Workload::Randwrite => sqe::WRITE,
+            Workload::Read | Workload::Randread => nvm::READ,
+            Workload::Write | Workload::Randwrite => nvm::WRITE,
             Workload::Randrw => {
                 if self.rng.below(100) < plan.read_percent as u64 {
-                    sqe::READ
+                    nvm::READ
                 } else {
-                    sqe::WRITE
+                    nvm::WRITE
                 }
             }
-            Workload::Copy => sqe::COPY,
+            Workload::Copy => nvm::COPY,
         };
         let random = plan.workload.random();
         let Some(mut unit) = self.region.pick(&mut self.rng, random, None) else {
             return false;
         };
         let mut src = unit;
-        if op == sqe::COPY && plan.verify && self.region.copied(unit) {
+        if op == nvm::COPY && plan.verify && self.region.copied(unit) {
             // A Copy's destination is read back before it is copied over.
-            op = sqe::READ;
-        } else if op == sqe::COPY {
+            op = nvm::READ;
+        } else if op == nvm::COPY {
             let Some(s) = self.region.pick(&mut self.rng, true, Some(unit)) else {
                 self.region.release(unit);
                 return false;
@@ -173,11 +174,11 @@ impl Connection {
             if plan.verify && self.region.content(src).is_none() {
                 // Nothing known to copy yet: write the source first.
                 self.region.release(unit);
-                (op, unit) = (sqe::WRITE, src);
+                (op, unit) = (nvm::WRITE, src);
             }
-        } else if op == sqe::READ && plan.verify && self.region.content(unit).is_none() {
+        } else if op == nvm::READ && plan.verify && self.region.content(unit).is_none() {
             // Nothing known to read back yet: write it first.
-            op = sqe::WRITE;
+            op = nvm::WRITE;
         }
         let slot = &mut self.slots[cid as usize];
         slot.busy = true;
@@ -190,31 +191,31 @@ impl Connection {
         let lba = self.region.lba(unit);
         let digests = plan.digests;
         match op {
-            sqe::READ => {
-                let mut s = Sqe::rw(sqe::READ, plan.nsid, lba, self.nlb);
+            nvm::READ => {
+                let mut s = Command::rw(nvm::READ, plan.nsid, lba, self.nlb);
                 s.set_cid(cid);
-                s.set_sgl(plan.io_size as u32, sqe::SGL_TRANSPORT);
+                s.set_sgl(plan.io_size as u32, sgl::TRANSPORT);
                 wire::put_capsule(&mut self.out, &s, &[], digests);
             }
-            sqe::WRITE => {
+            nvm::WRITE => {
                 if plan.verify {
                     slot.content = Some(self.region.fill(unit, &mut slot.buf));
                 }
-                let mut s = Sqe::rw(sqe::WRITE, plan.nsid, lba, self.nlb);
+                let mut s = Command::rw(nvm::WRITE, plan.nsid, lba, self.nlb);
                 s.set_cid(cid);
                 if plan.io_size <= plan.in_capsule {
-                    s.set_sgl(plan.io_size as u32, sqe::SGL_IN_CAPSULE);
+                    s.set_sgl(plan.io_size as u32, sgl::IN_CAPSULE);
                     wire::put_capsule(&mut self.out, &s, &slot.buf, digests);
                 } else {
-                    s.set_sgl(plan.io_size as u32, sqe::SGL_TRANSPORT);
+                    s.set_sgl(plan.io_size as u32, sgl::TRANSPORT);
                     wire::put_capsule(&mut self.out, &s, &[], digests);
                 }
             }
             _ => {
-                let mut s = Sqe::copy(plan.nsid, lba);
+                let mut s = copy::command(plan.nsid, lba);
                 s.set_cid(cid);
-                s.set_sgl(32, sqe::SGL_IN_CAPSULE);
-                let range = sqe::copy_range(self.region.lba(src), self.nlb);
+                s.set_sgl(32, sgl::IN_CAPSULE);
+                let range = copy::range(self.region.lba(src), self.nlb);
                 wire::put_capsule(&mut self.out, &s, &range, digests);
             }
         }
@@ -312,7 +313,7 @@ impl Connection {
             }
             kind::C2H_DATA => {
                 let (cid, off, datal) = (u16_at(8), u32_at(12), u32_at(16));
-                let Some(i) = self.slot_of(cid, Some(sqe::READ)) else {
+                let Some(i) = self.slot_of(cid, Some(nvm::READ)) else {
                     return self.break_with(format!("C2HData for CID {cid}, not a read in flight"));
                 };
                 if datal != len || off + len > self.plan.io_size {
@@ -333,7 +334,7 @@ impl Connection {
             }
             kind::R2T => {
                 let (cid, ttag, off, r2tl) = (u16_at(8), u16_at(10), u32_at(12), u32_at(16));
-                let Some(i) = self.slot_of(cid, Some(sqe::WRITE)) else {
+                let Some(i) = self.slot_of(cid, Some(nvm::WRITE)) else {
                     return self.break_with(format!("R2T for CID {cid}, not a write in flight"));
                 };
                 if off + r2tl > self.plan.io_size || r2tl == 0 {
@@ -344,15 +345,10 @@ impl Connection {
                 while at < off + r2tl {
                     let n = (off + r2tl - at).min(self.maxh2cdata);
                     let last = at + n == off + r2tl;
-                    wire::put_h2c_data(
-                        &mut self.out,
-                        cid,
-                        ttag,
-                        at as u32,
-                        &buf[at..at + n],
-                        last,
-                        digests,
-                    );
+                    let (out, ids) = (&mut self.out, (cid, ttag));
+                    let (offset, len) = (at as u32, n as u32);
+                    pdu::put_data_header(out, kind::H2C_DATA, ids, offset, len, last, digests);
+                    wire::put_data(out, &buf[at..at + n], digests);
                     at += n;
                 }
             }
@@ -373,7 +369,7 @@ impl Connection {
             Some(format!("status {status:#x}"))
         } else if slot.bad_digest {
             Some("data digest mismatch in C2HData".to_string())
-        } else if op == sqe::READ && slot.got != io_size {
+        } else if op == nvm::READ && slot.got != io_size {
             Some(format!("{} of {io_size} bytes read", slot.got))
         } else {
             None
@@ -383,20 +379,20 @@ impl Connection {
         match failure {
             Some(why) => {
                 let name = match op {
-                    sqe::READ => "Read",
-                    sqe::WRITE => "Write",
+                    nvm::READ => "Read",
+                    nvm::WRITE => "Write",
                     _ => "Copy",
                 };
                 self.stats
                     .fail(1, || format!("I/O queue {qid}: {name} at LBA {lba}: {why}"));
-                if verify && op != sqe::READ {
+                if verify && op != nvm::READ {
                     self.region.set_content(unit, None, false);
                 }
             }
             None => {
                 if verify {
                     match op {
-                        sqe::READ => {
+                        nvm::READ => {
                             self.region.checked(unit);
                             if let Some(c) = self.region.content(unit) {
                                 self.stats.verified += 1;
@@ -408,7 +404,7 @@ impl Connection {
                                 }
                             }
                         }
-                        sqe::WRITE => self.region.set_content(unit, slot.content, false),
+                        nvm::WRITE => self.region.set_content(unit, slot.content, false),
                         _ => {
                             let c = self.region.content(src);
                             self.region.set_content(unit, c, true);
@@ -419,7 +415,7 @@ impl Connection {
             }
         }
         self.region.release(unit);
-        if op == sqe::COPY {
+        if op == nvm::COPY {
             self.region.release(src);
         }
         self.free.push(i as u16);

@@ -9,10 +9,10 @@
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use io_engine::export::nvmf::command::{Command, admin};
 use io_engine::export::nvmf::pdu::Digests;
 
 use super::setup_queue::SetupQueue;
-use super::sqe::{self, Sqe};
 use super::transport_id::TransportId;
 
 /// Entries of the admin queue.
@@ -103,7 +103,11 @@ impl Controller {
             std::thread::sleep(Duration::from_millis(10));
         }
         let identify = |admin: &mut SetupQueue, cns: u32, nsid: u32| {
-            let (cqe, data) = admin.exec(Sqe::new(sqe::IDENTIFY, nsid).cdw(10, cns), &[], 4096)?;
+            let (cqe, data) = admin.exec(
+                Command::new(admin::IDENTIFY, nsid).with_cdw(10, cns),
+                &[],
+                4096,
+            )?;
             match cqe.status() {
                 0 => Ok(data),
                 s => Err(format!("Identify CNS {cns} NSID {nsid}: status {s:#x}")),
@@ -144,9 +148,9 @@ impl Controller {
     /// fewer are granted.
     pub fn set_io_queues(&mut self, n: u32) -> Result<(), String> {
         let want = n - 1;
-        let sqe = Sqe::new(sqe::SET_FEATURES, 0)
-            .cdw(10, FEAT_NUM_QUEUES)
-            .cdw(11, want | want << 16);
+        let sqe = Command::new(admin::SET_FEATURES, 0)
+            .with_cdw(10, FEAT_NUM_QUEUES)
+            .with_cdw(11, want | want << 16);
         let (cqe, _) = self.admin.exec(sqe, &[], 0)?;
         if cqe.status() != 0 {
             return Err(format!(

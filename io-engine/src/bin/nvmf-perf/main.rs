@@ -12,13 +12,13 @@
 mod conn_stats;
 mod connection;
 mod controller;
+mod copy;
 mod cqe;
 mod histogram;
 mod plan;
 mod region;
 mod report;
 mod setup_queue;
-mod sqe;
 mod transport_id;
 mod wire;
 mod worker;

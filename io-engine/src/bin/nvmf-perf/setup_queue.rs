@@ -10,10 +10,10 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+use io_engine::export::nvmf::command::{Command, fctype, sgl};
 use io_engine::export::nvmf::pdu::{Digests, flags, kind};
 
 use super::cqe::Cqe;
-use super::sqe::{self, Sqe};
 use super::wire;
 
 /// Longest wait for a connection or an answer during setup.
@@ -99,14 +99,19 @@ impl SetupQueue {
     /// Runs one command with `data` in the capsule (none when empty) and
     /// `read` bytes of data from the target; returns the completion and
     /// the data.
-    pub fn exec(&mut self, mut sqe: Sqe, data: &[u8], read: u32) -> Result<(Cqe, Vec<u8>), String> {
+    pub fn exec(
+        &mut self,
+        mut sqe: Command,
+        data: &[u8],
+        read: u32,
+    ) -> Result<(Cqe, Vec<u8>), String> {
         let cid = self.next_cid;
         self.next_cid = self.next_cid.wrapping_add(1);
         sqe.set_cid(cid);
         if !data.is_empty() {
-            sqe.set_sgl(data.len() as u32, sqe::SGL_IN_CAPSULE);
+            sqe.set_sgl(data.len() as u32, sgl::IN_CAPSULE);
         } else {
-            sqe.set_sgl(read, sqe::SGL_TRANSPORT);
+            sqe.set_sgl(read, sgl::TRANSPORT);
         }
         wire::put_capsule(&mut self.out, &sqe, data, self.digests);
         self.send()?;
@@ -157,17 +162,17 @@ impl SetupQueue {
         data[16..18].copy_from_slice(&cntlid.to_le_bytes());
         data[256..256 + subnqn.len()].copy_from_slice(subnqn.as_bytes());
         data[512..512 + hostnqn.len()].copy_from_slice(hostnqn.as_bytes());
-        let sqe = Sqe::fabrics(sqe::FCTYPE_CONNECT)
-            .bytes(42, &qid.to_le_bytes())
-            .bytes(44, &(entries - 1).to_le_bytes());
+        let sqe = Command::fabrics(fctype::CONNECT)
+            .with_bytes(42, &qid.to_le_bytes())
+            .with_bytes(44, &(entries - 1).to_le_bytes());
         Ok(self.exec(sqe, &data, 0)?.0)
     }
 
     /// Property Get at `offset`, 8 bytes when `wide`.
     pub fn get_property(&mut self, offset: u32, wide: bool) -> Result<u64, String> {
-        let sqe = Sqe::fabrics(sqe::FCTYPE_PROPERTY_GET)
-            .bytes(40, &[wide as u8])
-            .bytes(44, &offset.to_le_bytes());
+        let sqe = Command::fabrics(fctype::PROPERTY_GET)
+            .with_bytes(40, &[wide as u8])
+            .with_bytes(44, &offset.to_le_bytes());
         let (cqe, _) = self.exec(sqe, &[], 0)?;
         if cqe.status() != 0 {
             return Err(format!(
@@ -180,9 +185,9 @@ impl SetupQueue {
 
     /// Property Set of a 4-byte property.
     pub fn set_property(&mut self, offset: u32, value: u32) -> Result<(), String> {
-        let sqe = Sqe::fabrics(sqe::FCTYPE_PROPERTY_SET)
-            .bytes(44, &offset.to_le_bytes())
-            .bytes(48, &(value as u64).to_le_bytes());
+        let sqe = Command::fabrics(fctype::PROPERTY_SET)
+            .with_bytes(44, &offset.to_le_bytes())
+            .with_bytes(48, &(value as u64).to_le_bytes());
         let (cqe, _) = self.exec(sqe, &[], 0)?;
         match cqe.status() {
             0 => Ok(()),

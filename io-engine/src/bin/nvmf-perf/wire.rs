@@ -1,45 +1,27 @@
-//! The PDUs a host sends (ICReq, command capsules, H2CData), appended to
-//! an output buffer, and the checks of the PDUs it receives: the layouts
-//! of the NVMe/TCP transport specification 1.0, section 3.6, with the
-//! constants and CRC-32C of the target's own `pdu` module.
+//! The PDUs a host sends (ICReq, command capsules, H2CData's data),
+//! appended to an output buffer, and the checks of the PDUs it receives:
+//! the layouts of the NVMe/TCP transport specification 1.0, section 3.6,
+//! with the constants, header writers and CRC-32C of the target's own
+//! `pdu` module.
 //!
 //! Thread: any (plain functions over bytes).
 
+use io_engine::export::nvmf::Command;
 use io_engine::export::nvmf::pdu::{
     self, CAPSULE_CMD_HLEN, COMMON_HEADER, DATA_HLEN, Digests, Header, IC_HLEN, flags, kind,
 };
 
-use super::sqe::Sqe;
-
 /// MAXR2T the host announces (0-based: one R2T outstanding per command).
 const MAXR2T: u32 = 0;
 
-fn put_common(out: &mut Vec<u8>, kind: u8, flags: u8, hlen: usize, pdo: usize, plen: usize) {
-    out.extend_from_slice(&[kind, flags, hlen as u8, pdo as u8]);
-    out.extend_from_slice(&(plen as u32).to_le_bytes());
-}
-
-fn put_hdgst(out: &mut Vec<u8>, start: usize, digests: Digests) {
-    if digests.header {
-        let crc = pdu::crc32c(0, &out[start..]);
-        out.extend_from_slice(&crc.to_le_bytes());
-    }
-}
-
 /// Appends an ICReq asking for `digests` (PFV 0, HPDA 0).
 pub fn put_ic_req(out: &mut Vec<u8>, digests: Digests) {
-    let start = out.len();
-    put_common(out, kind::IC_REQ, 0, IC_HLEN, 0, IC_HLEN);
-    out.extend_from_slice(&0u16.to_le_bytes()); // PFV
-    out.push(0); // HPDA
-    out.push(digests.header as u8 | (digests.data as u8) << 1);
-    out.extend_from_slice(&MAXR2T.to_le_bytes());
-    out.resize(start + IC_HLEN, 0);
+    pdu::put_ic_req(out, digests, MAXR2T);
 }
 
 /// Appends a command capsule for `sqe` with `data` in the capsule (none
 /// when empty).
-pub fn put_capsule(out: &mut Vec<u8>, sqe: &Sqe, data: &[u8], digests: Digests) {
+pub fn put_capsule(out: &mut Vec<u8>, sqe: &Command, data: &[u8], digests: Digests) {
     let start = out.len();
     let hd = if digests.header { 4 } else { 0 };
     let dd = if digests.data && !data.is_empty() {
@@ -60,53 +42,16 @@ pub fn put_capsule(out: &mut Vec<u8>, sqe: &Sqe, data: &[u8], digests: Digests) 
         f |= flags::DDGSTF;
     }
     let plen = CAPSULE_CMD_HLEN + hd + data.len() + dd;
-    put_common(out, kind::CAPSULE_CMD, f, CAPSULE_CMD_HLEN, pdo, plen);
+    pdu::put_common(out, kind::CAPSULE_CMD, f, CAPSULE_CMD_HLEN, pdo, plen);
     out.extend_from_slice(&sqe.0);
-    put_hdgst(out, start, digests);
+    pdu::put_hdgst(out, start, digests);
     put_data(out, data, digests);
 }
 
-/// Appends an H2CData PDU carrying `data` at `offset` of command
-/// `cccid`'s transfer `ttag`.
-pub fn put_h2c_data(
-    out: &mut Vec<u8>,
-    cccid: u16,
-    ttag: u16,
-    offset: u32,
-    data: &[u8],
-    last: bool,
-    digests: Digests,
-) {
-    let start = out.len();
-    let hd = if digests.header { 4 } else { 0 };
-    let dd = if digests.data { 4 } else { 0 };
-    let mut f = if last { flags::LAST_PDU } else { 0 };
-    if digests.header {
-        f |= flags::HDGSTF;
-    }
-    if digests.data {
-        f |= flags::DDGSTF;
-    }
-    let pdo = DATA_HLEN + hd;
-    put_common(
-        out,
-        kind::H2C_DATA,
-        f,
-        DATA_HLEN,
-        pdo,
-        pdo + data.len() + dd,
-    );
-    out.extend_from_slice(&cccid.to_le_bytes());
-    out.extend_from_slice(&ttag.to_le_bytes());
-    out.extend_from_slice(&offset.to_le_bytes());
-    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
-    put_hdgst(out, start, digests);
-    put_data(out, data, digests);
-}
-
-/// Appends `data` and, when data digests are on, its CRC-32C.
-fn put_data(out: &mut Vec<u8>, data: &[u8], digests: Digests) {
+/// Appends `data` and, when data digests are on, its CRC-32C: the data
+/// of a command capsule, or of an H2CData PDU after its header (the
+/// target's `pdu::put_data_header`).
+pub fn put_data(out: &mut Vec<u8>, data: &[u8], digests: Digests) {
     out.extend_from_slice(data);
     if digests.data && !data.is_empty() {
         out.extend_from_slice(&pdu::crc32c(0, data).to_le_bytes());

@@ -22,7 +22,6 @@
 //! sees a FIN, never a reset. The phases are in [`phase`](super::phase).
 
 use std::cell::{Cell, RefCell};
-use std::io;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,7 +50,6 @@ struct State {
     start: usize,
     output: Output,
     eof: bool,
-    want_write: bool,
 }
 
 /// What the connection made of the next bytes of its input.
@@ -107,7 +105,6 @@ impl Connection {
                 start: 0,
                 output,
                 eof: false,
-                want_write: false,
             }),
             in_flight: Cell::new(0),
             hold: Hold::new(reply_hold),
@@ -187,43 +184,18 @@ impl Connection {
     /// that went out may let a request waiting for one go on.
     fn flush(self: &Rc<Self>) -> bool {
         let mut st = self.state.borrow_mut();
-        let mut wrote = false;
-        let held = st.output.holds_buffers();
-        while !st.output.is_empty() {
-            match st.output.write_to(&self.sock) {
-                Ok(0) => break,
-                Ok(_) => wrote = true,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    // The client is gone: drop what it will never read.
-                    st.output.clear();
-                    st.eof = true;
-                    break;
-                }
-            }
+        let flushed = st.output.flush(&self.sock, self.reg.borrow().as_ref());
+        if flushed.gone {
+            st.eof = true;
         }
         if st.output.is_empty() {
             self.hold.written_all();
         }
-        let want_write = !st.output.is_empty();
-        if want_write != st.want_write {
-            st.want_write = want_write;
-            let interest = if want_write {
-                Interest::READ_WRITE
-            } else {
-                Interest::READ
-            };
-            if let Some(r) = &*self.reg.borrow() {
-                let _ = r.set_interest(interest);
-            }
-        }
-        let released = held && !st.output.holds_buffers();
         drop(st);
-        if released && self.starved.get() {
+        if flushed.released && self.starved.get() {
             self.process();
         }
-        wrote
+        flushed.wrote
     }
 
     /// Closes once the client is gone or done and no IO is in flight; a

@@ -1,6 +1,7 @@
 //! A submission queue entry as a command capsule carries it (NVMe Base
 //! 2.0, figure 88; fabrics commands, NVMe over Fabrics 1.1 figure 7): the
-//! fields the target reads, by name.
+//! fields the target reads, by name, and the setters a host builds one
+//! with (nvmf-perf, the end-to-end tests' host).
 //!
 //! Thread: any (a plain value); used on the connection's reactor.
 
@@ -67,6 +68,52 @@ pub mod sgl {
 pub struct Command(pub [u8; 64]);
 
 impl Command {
+    /// Command `opcode` for namespace `nsid`, every other field 0.
+    pub fn new(opcode: u8, nsid: u32) -> Command {
+        Command([0; 64])
+            .with_bytes(0, &[opcode])
+            .with_bytes(4, &nsid.to_le_bytes())
+    }
+
+    /// A fabrics command of type `fctype` (byte 4).
+    pub fn fabrics(fctype: u8) -> Command {
+        Command::new(admin::FABRICS, 0).with_bytes(4, &[fctype])
+    }
+
+    /// A Read or Write (`opcode`) of `nlb` blocks at `slba` of namespace
+    /// `nsid`.
+    pub fn rw(opcode: u8, nsid: u32, slba: u64, nlb: u32) -> Command {
+        Command::new(opcode, nsid)
+            .with_cdw(10, slba as u32)
+            .with_cdw(11, (slba >> 32) as u32)
+            .with_cdw(12, nlb - 1)
+    }
+
+    /// The command with the bytes at `at` set to `v`.
+    pub fn with_bytes(mut self, at: usize, v: &[u8]) -> Command {
+        self.0[at..at + v.len()].copy_from_slice(v);
+        self
+    }
+
+    /// The command with dword `n` (10 to 15) set to `v`.
+    pub fn with_cdw(self, n: usize, v: u32) -> Command {
+        self.with_bytes(n * 4, &v.to_le_bytes())
+    }
+
+    /// Sets the command identifier.
+    pub fn set_cid(&mut self, cid: u16) {
+        self.0[2..4].copy_from_slice(&cid.to_le_bytes());
+    }
+
+    /// Sets the data pointer: one SGL descriptor of `len` bytes of type
+    /// `kind` ([`sgl::IN_CAPSULE`] or [`sgl::TRANSPORT`]), offset 0.
+    pub fn set_sgl(&mut self, len: u32, kind: u8) {
+        self.0[24..32].fill(0);
+        self.0[32..36].copy_from_slice(&len.to_le_bytes());
+        self.0[36..39].fill(0);
+        self.0[39] = kind;
+    }
+
     /// The command at the start of `b` (at least 64 bytes).
     pub fn from_slice(b: &[u8]) -> Command {
         let mut c = [0; 64];

@@ -145,7 +145,6 @@ struct State {
     start: usize,
     output: Output,
     eof: bool,
-    want_write: bool,
     digests: Digests,
     /// Queue id, size, and the submission queue head reported in CQEs.
     qid: u16,
@@ -276,7 +275,6 @@ impl Connection {
                 start: 0,
                 output: Output::with_capacity(4096),
                 eof: false,
-                want_write: false,
                 digests: Digests::default(),
                 qid: 0,
                 qsize: 0,
@@ -385,39 +383,15 @@ impl Connection {
     /// Writes what it can; returns whether anything was written.
     fn flush(self: &Rc<Self>) -> bool {
         let mut st = self.state.borrow_mut();
-        let mut wrote = false;
-        let held = st.output.holds_buffers();
-        while !st.output.is_empty() {
-            match st.output.write_to(&self.sock) {
-                Ok(0) => break,
-                Ok(_) => wrote = true,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    st.output.clear();
-                    st.eof = true;
-                    break;
-                }
-            }
+        let flushed = st.output.flush(&self.sock, self.reg.borrow().as_ref());
+        if flushed.gone {
+            st.eof = true;
         }
-        let want_write = !st.output.is_empty();
-        if want_write != st.want_write {
-            st.want_write = want_write;
-            let interest = if want_write {
-                Interest::READ_WRITE
-            } else {
-                Interest::READ
-            };
-            if let Some(r) = &*self.reg.borrow() {
-                let _ = r.set_interest(interest);
-            }
-        }
-        let released = held && !st.output.holds_buffers();
         drop(st);
-        if released && self.starved.get() {
+        if flushed.released && self.starved.get() {
             self.process();
         }
-        wrote
+        flushed.wrote
     }
 
     /// Closes once the host is gone (or the connection was terminated and

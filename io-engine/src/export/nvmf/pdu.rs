@@ -1,9 +1,11 @@
 //! NVMe/TCP PDUs (NVMe/TCP transport specification 1.0, section 3.6): the
 //! common header every PDU starts with, its checks, and the PDUs the
-//! target sends, written into the connection's output.
+//! target sends, written into the connection's output. The common header
+//! and header digest writers, the data PDU header and the ICReq (the
+//! layouts of C2HData and ICResp) serve a host too (nvmf-perf).
 //!
 //! Thread: any (plain functions over bytes); used on the connection's
-//! reactor.
+//! reactor and on nvmf-perf's threads.
 
 /// PDU types.
 pub mod kind {
@@ -228,14 +230,15 @@ impl Header {
     }
 }
 
-fn put_common(out: &mut Vec<u8>, kind: u8, flags: u8, hlen: usize, pdo: usize, plen: usize) {
+/// Appends a common header.
+pub fn put_common(out: &mut Vec<u8>, kind: u8, flags: u8, hlen: usize, pdo: usize, plen: usize) {
     out.extend_from_slice(&[kind, flags, hlen as u8, pdo as u8]);
     out.extend_from_slice(&(plen as u32).to_le_bytes());
 }
 
 /// Appends the header digest of the header that starts at `start`, when
 /// header digests are on.
-fn put_hdgst(out: &mut Vec<u8>, start: usize, digests: Digests) {
+pub fn put_hdgst(out: &mut Vec<u8>, start: usize, digests: Digests) {
     if digests.header {
         let crc = crc32c(0, &out[start..]);
         out.extend_from_slice(&crc.to_le_bytes());
@@ -272,12 +275,25 @@ pub fn copy_crc32c(dst: &mut [u8], src: &[u8], seed: u32) -> u32 {
 
 /// Appends an ICResp.
 pub fn put_ic_resp(out: &mut Vec<u8>, digests: Digests, maxh2cdata: u32) {
+    put_ic(out, kind::IC_RESP, digests, maxh2cdata);
+}
+
+/// Appends an ICReq asking for `digests`, allowing `maxr2t` (0-based)
+/// R2Ts outstanding per command.
+pub fn put_ic_req(out: &mut Vec<u8>, digests: Digests, maxr2t: u32) {
+    put_ic(out, kind::IC_REQ, digests, maxr2t);
+}
+
+/// Appends an ICReq or ICResp (the same layout): PFV 0, HPDA or CPDA 0
+/// (data right after the header), the digests, then MAXR2T or
+/// MAXH2CDATA.
+fn put_ic(out: &mut Vec<u8>, kind: u8, digests: Digests, limit: u32) {
     let start = out.len();
-    put_common(out, kind::IC_RESP, 0, IC_HLEN, 0, IC_HLEN);
+    put_common(out, kind, 0, IC_HLEN, 0, IC_HLEN);
     out.extend_from_slice(&0u16.to_le_bytes()); // PFV 0
-    out.push(0); // CPDA 0: data right after the header
+    out.push(0); // HPDA / CPDA 0
     out.push(digests.header as u8 | (digests.data as u8) << 1);
-    out.extend_from_slice(&maxh2cdata.to_le_bytes());
+    out.extend_from_slice(&limit.to_le_bytes());
     out.resize(start + IC_HLEN, 0);
 }
 
@@ -308,6 +324,22 @@ pub fn put_c2h_data(
     last: bool,
     digests: Digests,
 ) {
+    put_data_header(out, kind::C2H_DATA, (cccid, 0), offset, len, last, digests);
+}
+
+/// Appends the header of a data PDU, C2HData or H2CData (`kind`: the
+/// same layout), for `len` bytes at `offset` of command `cccid`'s data,
+/// with the transfer tag `ttag` (an H2CData's is its R2T's; 0 in a
+/// C2HData); the data (and its digest) follow it.
+pub fn put_data_header(
+    out: &mut Vec<u8>,
+    kind: u8,
+    (cccid, ttag): (u16, u16),
+    offset: u32,
+    len: u32,
+    last: bool,
+    digests: Digests,
+) {
     let start = out.len();
     let hd = if digests.header { 4 } else { 0 };
     let dd = if digests.data { 4 } else { 0 };
@@ -319,20 +351,19 @@ pub fn put_c2h_data(
         f |= flags::DDGSTF;
     }
     let pdo = DATA_HLEN + hd;
-    put_common(
-        out,
-        kind::C2H_DATA,
-        f,
-        DATA_HLEN,
-        pdo,
-        pdo + len as usize + dd,
-    );
+    put_common(out, kind, f, DATA_HLEN, pdo, pdo + len as usize + dd);
+    put_transfer(out, cccid, ttag, offset, len);
+    put_hdgst(out, start, digests);
+}
+
+/// Appends the fields after the common header of C2HData, H2CData and
+/// R2T: the command, the transfer tag, the data's offset and length.
+fn put_transfer(out: &mut Vec<u8>, cccid: u16, ttag: u16, offset: u32, len: u32) {
     out.extend_from_slice(&cccid.to_le_bytes());
-    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&ttag.to_le_bytes());
     out.extend_from_slice(&offset.to_le_bytes());
     out.extend_from_slice(&len.to_le_bytes());
     out.extend_from_slice(&[0; 4]);
-    put_hdgst(out, start, digests);
 }
 
 /// Appends an R2T asking for `len` bytes at `offset` of command `cccid`'s
@@ -342,11 +373,7 @@ pub fn put_r2t(out: &mut Vec<u8>, cccid: u16, ttag: u16, offset: u32, len: u32, 
     let hd = if digests.header { 4 } else { 0 };
     let f = if digests.header { flags::HDGSTF } else { 0 };
     put_common(out, kind::R2T, f, DATA_HLEN, 0, DATA_HLEN + hd);
-    out.extend_from_slice(&cccid.to_le_bytes());
-    out.extend_from_slice(&ttag.to_le_bytes());
-    out.extend_from_slice(&offset.to_le_bytes());
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
+    put_transfer(out, cccid, ttag, offset, len);
     put_hdgst(out, start, digests);
 }
 
@@ -479,6 +506,43 @@ mod tests {
         assert_eq!(out.len(), 152);
         assert_eq!(u16::from_le_bytes([out[8], out[9]]), 1);
         assert_eq!(u32::from_le_bytes(out[10..14].try_into().unwrap()), 2);
+    }
+
+    #[test]
+    fn the_host_pdus_have_their_layouts() {
+        let mut out = Vec::new();
+        put_ic_req(
+            &mut out,
+            Digests {
+                header: false,
+                data: true,
+            },
+            3,
+        );
+        assert_eq!(out.len(), 128);
+        assert_eq!(&out[..8], &[0, 0, 128, 0, 128, 0, 0, 0]);
+        assert_eq!(out[11], 2);
+        assert_eq!(u32::from_le_bytes(out[12..16].try_into().unwrap()), 3);
+
+        out.clear();
+        let both = Digests {
+            header: true,
+            data: true,
+        };
+        put_data_header(&mut out, kind::H2C_DATA, (7, 9), 512, 4096, false, both);
+        assert_eq!(out.len(), 28);
+        assert_eq!(
+            Header::parse(&out),
+            header(kind::H2C_DATA, 24, 28, 28 + 4096 + 4).with_flags(flags::HDGSTF | flags::DDGSTF)
+        );
+        assert_eq!(u16::from_le_bytes([out[8], out[9]]), 7);
+        assert_eq!(u16::from_le_bytes([out[10], out[11]]), 9);
+        assert_eq!(u32::from_le_bytes(out[12..16].try_into().unwrap()), 512);
+        assert_eq!(u32::from_le_bytes(out[16..20].try_into().unwrap()), 4096);
+        assert_eq!(
+            u32::from_le_bytes(out[24..28].try_into().unwrap()),
+            crc32c(0, &out[..24])
+        );
     }
 
     #[test]
