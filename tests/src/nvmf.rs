@@ -105,6 +105,8 @@ pub struct Host {
     pub sock: TcpStream,
     /// Header and data digests in use.
     pub digests: (bool, bool),
+    /// The CATTR its Connect sends (0x04: SQ flow control disabled).
+    pub cattr: u8,
     next_cid: u16,
 }
 
@@ -118,6 +120,7 @@ impl Host {
         Ok(Host {
             sock,
             digests: (false, false),
+            cattr: 0,
             next_cid: 1,
         })
     }
@@ -316,6 +319,7 @@ impl Host {
         let sqe = Sqe::fabrics(0x01)
             .with_bytes(42, &qid.to_le_bytes())
             .with_bytes(44, &sqsize.to_le_bytes())
+            .with_bytes(46, &[self.cattr])
             .with_bytes(48, &kato_ms.to_le_bytes());
         Ok(self.exec(sqe, &data, &[])?.0)
     }

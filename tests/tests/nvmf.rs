@@ -427,6 +427,56 @@ fn a_host_that_vanishes_mid_command_leaks_nothing() {
 }
 
 #[test]
+fn a_read_says_success_in_its_data_only_when_the_host_disabled_sq_flow_control() {
+    let d = start();
+    let addr = d.nvmf_addr();
+    let (_admin, mut plain, _) = connect(addr, (false, false));
+    let (mut admin, cqe) = Host::admin(addr, &nqn_of("m0"), 0).unwrap();
+    assert_eq!(cqe.status(), 0, "a second controller");
+    assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
+    let mut io = Host::tcp(addr).unwrap();
+    io.ic(false, false).unwrap();
+    io.cattr = 0x04;
+    let cntlid = cqe.dw0() as u16;
+    let cqe = io
+        .connect(1, 127, cntlid, &nqn_of("m0"), HOST_NQN, 0)
+        .unwrap();
+    assert_eq!(cqe.status(), 0, "I/O queue Connect without SQ flow control");
+    let data = pattern(5, BS);
+    assert_eq!(
+        write(&mut io, 9, &data).status(),
+        0,
+        "a write is still answered"
+    );
+    for (host, success) in [(&mut plain, false), (&mut io, true)] {
+        let sqe = Sqe::rw(0x02, 1, 9, 1)
+            .with_bytes(2, &0x51u16.to_le_bytes())
+            .with_bytes(32, &(BS as u32).to_le_bytes())
+            .with_bytes(39, &[0x5A]);
+        host.send(&host.capsule(&sqe, &[])).unwrap();
+        let c2h = host.recv().unwrap();
+        assert_eq!(c2h.kind, 0x07, "C2HData");
+        assert_eq!(c2h.flags & 0x04, 0x04, "LAST_PDU");
+        assert_eq!(c2h.flags & 0x08 != 0, success, "SUCCESS");
+        assert!(c2h.bytes[24..24 + BS] == data[..]);
+        // The next PDU answers the next command: no response capsule for
+        // the read when SUCCESS said it all.
+        let flush = Sqe::new(0x00, 1).with_bytes(2, &0x52u16.to_le_bytes());
+        host.send(&host.capsule(&flush, &[])).unwrap();
+        let mut next = response(host);
+        if !success {
+            assert_eq!(next.cid(), 0x51, "the read's own response");
+            next = response(host);
+        }
+        assert_eq!(
+            (next.cid(), next.status()),
+            (0x52, 0),
+            "the flush's response"
+        );
+    }
+}
+
+#[test]
 fn the_discovery_log_lists_the_share() {
     let d = start();
     let addr = d.nvmf_addr();

@@ -344,10 +344,14 @@ impl Connection {
                 let mut at = off;
                 while at < off + r2tl {
                     let n = (off + r2tl - at).min(self.maxh2cdata);
-                    let last = at + n == off + r2tl;
+                    let end = if at + n == off + r2tl {
+                        pdu::flags::LAST_PDU
+                    } else {
+                        0
+                    };
                     let (out, ids) = (&mut self.out, (cid, ttag));
                     let (offset, len) = (at as u32, n as u32);
-                    pdu::put_data_header(out, kind::H2C_DATA, ids, offset, len, last, digests);
+                    pdu::put_data_header(out, kind::H2C_DATA, ids, offset, len, end, digests);
                     wire::put_data(out, &buf[at..at + n], digests);
                     at += n;
                 }

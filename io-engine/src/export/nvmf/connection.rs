@@ -71,6 +71,8 @@ const FEAT_ASYNC_EVENT: u8 = 0x0B;
 const FEAT_KATO: u8 = 0x0F;
 /// Transient Transport Error: a data digest did not match.
 const TRANSIENT_TRANSPORT_ERROR: Status = Status(0x022);
+/// Connect's CATTR bit: the host disables SQ flow control.
+const CATTR_SQ_FLOW_OFF: u8 = 0x04;
 /// Namespace is Write Protected.
 const WRITE_PROTECTED: Status = Status(0x020);
 
@@ -162,6 +164,9 @@ struct State {
     /// there are some, reads stop at PDU headers, so that the data that
     /// follows a header is read into its buffer rather than the input.
     awaiting: u32,
+    /// The host disabled SQ flow control (Connect's CATTR): a successful
+    /// read's C2HData carries SUCCESS and no response capsule follows.
+    sqhd_off: bool,
     /// A C2HTermReq went out: read nothing more, close once it is sent.
     terminated: bool,
     /// When the connection must have connected (TSC).
@@ -283,6 +288,7 @@ impl Connection {
                 free: Vec::new(),
                 inbound: None,
                 skip: 0,
+                sqhd_off: false,
                 awaiting: 0,
                 terminated: false,
                 connect_by: tsc::now() + tsc::ns_to_ticks(CONNECT_DEADLINE.as_nanos() as u64),
@@ -751,7 +757,8 @@ impl Connection {
         if let Some((bytes, max)) = data {
             let n = bytes.len().min(max);
             if n > 0 {
-                pdu::put_c2h_data(st.output.bytes(), c.cid, 0, n as u32, true, st.digests);
+                let end = flags::LAST_PDU;
+                pdu::put_c2h_data(st.output.bytes(), c.cid, 0, n as u32, end, st.digests);
                 st.output.bytes().extend_from_slice(&bytes[..n]);
                 if st.digests.data {
                     let crc = pdu::crc32c(0, &bytes[..n]);
@@ -875,6 +882,7 @@ impl Connection {
         let hostnqn = nqn::field(&data[512..768]);
         st.qid = qid;
         st.qsize = sqsize + 1;
+        st.sqhd_off = cmd.connect_cattr() & CATTR_SQ_FLOW_OFF != 0;
         st.sqhd = 1 % st.qsize;
         if qid == 0 {
             if cntlid != 0xFFFF {
@@ -1602,6 +1610,9 @@ impl IoCompletion for Connection {
                 // Nothing more goes out after a C2HTermReq, or to a host
                 // that has gone.
                 let silent = st.eof || st.terminated;
+                // With SQ flow control off, a read's C2HData says SUCCESS
+                // and is its whole answer (the host needs no SQHD).
+                let mut answered = silent;
                 if !silent && op == nvm::READ && status.is_success() {
                     let len = io.len() as usize;
                     let mut buf = io.take_buf().expect("a read carries its buffer");
@@ -1610,14 +1621,20 @@ impl IoCompletion for Connection {
                     }
                     let digests = st.digests;
                     self.server.counters.bytes(len as u64, 0);
-                    pdu::put_c2h_data(st.output.bytes(), cid, 0, len as u32, true, digests);
+                    answered = st.sqhd_off;
+                    let end = if answered {
+                        flags::LAST_PDU | flags::SUCCESS
+                    } else {
+                        flags::LAST_PDU
+                    };
+                    pdu::put_c2h_data(st.output.bytes(), cid, 0, len as u32, end, digests);
                     let crc = digests.data.then(|| pdu::crc32c(0, &buf.as_slice()[..len]));
                     st.output.push_data(buf, len);
                     if let Some(crc) = crc {
                         st.output.bytes().extend_from_slice(&crc.to_le_bytes());
                     }
                 }
-                if silent {
+                if answered {
                     st.slots[tag as usize] = None;
                     st.free.push(tag);
                 } else {

@@ -315,35 +315,38 @@ pub fn put_capsule_resp(out: &mut Vec<u8>, cqe: &[u8; 16], digests: Digests) {
 }
 
 /// Appends a C2HData header for `len` bytes at `offset` of command
-/// `cccid`'s data; the data (and its digest) follow it.
+/// `cccid`'s data, with `end`: 0, [`flags::LAST_PDU`], or that and
+/// [`flags::SUCCESS`] (no response capsule follows); the data (and its
+/// digest) follow it.
 pub fn put_c2h_data(
     out: &mut Vec<u8>,
     cccid: u16,
     offset: u32,
     len: u32,
-    last: bool,
+    end: u8,
     digests: Digests,
 ) {
-    put_data_header(out, kind::C2H_DATA, (cccid, 0), offset, len, last, digests);
+    put_data_header(out, kind::C2H_DATA, (cccid, 0), offset, len, end, digests);
 }
 
 /// Appends the header of a data PDU, C2HData or H2CData (`kind`: the
 /// same layout), for `len` bytes at `offset` of command `cccid`'s data,
 /// with the transfer tag `ttag` (an H2CData's is its R2T's; 0 in a
-/// C2HData); the data (and its digest) follow it.
+/// C2HData) and the flags in `end` ([`flags::LAST_PDU`], and
+/// [`flags::SUCCESS`] on a C2HData); the data (and its digest) follow it.
 pub fn put_data_header(
     out: &mut Vec<u8>,
     kind: u8,
     (cccid, ttag): (u16, u16),
     offset: u32,
     len: u32,
-    last: bool,
+    end: u8,
     digests: Digests,
 ) {
     let start = out.len();
     let hd = if digests.header { 4 } else { 0 };
     let dd = if digests.data { 4 } else { 0 };
-    let mut f = if last { flags::LAST_PDU } else { 0 };
+    let mut f = end & (flags::LAST_PDU | flags::SUCCESS);
     if digests.header {
         f |= flags::HDGSTF;
     }
@@ -478,7 +481,7 @@ mod tests {
         assert_eq!(u32::from_le_bytes(out[12..16].try_into().unwrap()), 131072);
 
         out.clear();
-        put_c2h_data(&mut out, 7, 0, 4096, true, Digests::default());
+        put_c2h_data(&mut out, 7, 0, 4096, flags::LAST_PDU, Digests::default());
         assert_eq!(out.len(), 24);
         assert_eq!(
             Header::parse(&out),
@@ -529,7 +532,7 @@ mod tests {
             header: true,
             data: true,
         };
-        put_data_header(&mut out, kind::H2C_DATA, (7, 9), 512, 4096, false, both);
+        put_data_header(&mut out, kind::H2C_DATA, (7, 9), 512, 4096, 0, both);
         assert_eq!(out.len(), 28);
         assert_eq!(
             Header::parse(&out),
