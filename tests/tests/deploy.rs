@@ -33,6 +33,7 @@ const DASHBOARD: &str = "deploy/grafana/io-engine.json";
 const HELM_VARIANTS: &[&str] = &[
     "",
     "ioat:\n  enabled: true\n",
+    "serviceMonitor:\n  enabled: true\n  release: kube-prometheus-stack\n",
     "serviceMonitor:\n  enabled: false\n\
      pollMode: adaptive\n\
      cores: 4\n\
@@ -85,10 +86,15 @@ fn kustomize(dir: &str) -> String {
 
 /// `helm template` of the chart with `values` (YAML) as a values file.
 fn helm_template(values: &str) -> String {
+    helm_template_with(values, &[])
+}
+
+/// `helm template` with `values` and more arguments (`--api-versions`).
+fn helm_template_with(values: &str, more: &[&str]) -> String {
     let dir = TempDir::new("helm-values");
     let file = dir.write("values.yaml", values);
     let file = file.display().to_string();
-    let args = [
+    let mut args = vec![
         "template",
         "io-engine",
         CHART,
@@ -97,6 +103,7 @@ fn helm_template(values: &str) -> String {
         "-f",
         &file,
     ];
+    args.extend_from_slice(more);
     run_ok(cmd(tool("helm"), &args), None)
 }
 
@@ -123,6 +130,10 @@ fn renderings() -> Vec<(String, Vec<Value>)> {
         (
             "kustomize deploy/kubernetes/ioat".to_string(),
             yaml_documents(&kustomize("deploy/kubernetes/ioat")),
+        ),
+        (
+            "kustomize deploy/kubernetes/monitoring".to_string(),
+            yaml_documents(&kustomize("deploy/kubernetes/monitoring")),
         ),
     ];
     for values in HELM_VARIANTS {
@@ -269,7 +280,11 @@ fn kubernetes_manifests_validate_strictly() {
         let text = std::fs::read_to_string(workspace_root().join(file)).expect("a manifest");
         assert_validated(file, &text, ok, &output);
     }
-    for dir in ["deploy/kubernetes", "deploy/kubernetes/ioat"] {
+    for dir in [
+        "deploy/kubernetes",
+        "deploy/kubernetes/ioat",
+        "deploy/kubernetes/monitoring",
+    ] {
         let rendered = kustomize(dir);
         let (ok, output) = kubernetes_validate("-", Some(rendered.as_bytes()));
         assert_validated(&format!("kustomize {dir}"), &rendered, ok, &output);
@@ -277,15 +292,14 @@ fn kubernetes_manifests_validate_strictly() {
             .iter()
             .map(|d| d["kind"].as_str().unwrap_or("?").to_owned())
             .collect();
-        let expected: BTreeSet<String> = [
-            "Namespace",
-            "ConfigMap",
-            "DaemonSet",
-            "Service",
-            "ServiceMonitor",
-        ]
-        .map(String::from)
-        .into();
+        let mut expected: BTreeSet<String> = ["Namespace", "ConfigMap", "DaemonSet", "Service"]
+            .map(String::from)
+            .into();
+        // Only the monitoring overlay has a ServiceMonitor: applying one
+        // to a cluster without the Prometheus Operator's CRDs fails.
+        if dir.ends_with("monitoring") {
+            expected.insert("ServiceMonitor".into());
+        }
         assert_eq!(kinds, expected, "{dir}");
     }
 }
@@ -317,17 +331,33 @@ fn helm_lints_the_chart_and_its_templates_validate_strictly() {
             &output,
         );
     }
-    let kinds = |values: &str| -> Vec<String> {
-        yaml_documents(&helm_template(values))
-            .iter()
-            .map(|d| d["kind"].as_str().unwrap_or("?").to_owned())
-            .collect()
+    // The ServiceMonitor: by default only where the cluster serves the
+    // Prometheus Operator's API (helm install on a cluster without its CRDs
+    // would fail), always when asked, never when refused; with the
+    // `release` label kube-prometheus-stack selects by, when given.
+    const OPERATOR: &[&str] = &["--api-versions", "monitoring.coreos.com/v1"];
+    let monitor = |values: &str, more: &[&str]| -> Option<Value> {
+        yaml_documents(&helm_template_with(values, more))
+            .into_iter()
+            .find(|d| d["kind"] == "ServiceMonitor")
     };
-    assert!(kinds("").iter().any(|k| k == "ServiceMonitor"));
     assert!(
-        !kinds("serviceMonitor: {enabled: false}\n")
-            .iter()
-            .any(|k| k == "ServiceMonitor")
+        monitor("", &[]).is_none(),
+        "no operator API: no ServiceMonitor"
+    );
+    assert!(
+        monitor("", OPERATOR).is_some(),
+        "the operator's API: a ServiceMonitor"
+    );
+    assert!(monitor("serviceMonitor: {enabled: false}\n", OPERATOR).is_none());
+    let asked = monitor("serviceMonitor: {enabled: true, release: kps}\n", &[])
+        .expect("a ServiceMonitor when asked");
+    assert_eq!(asked["metadata"]["labels"]["release"], "kps");
+    assert!(monitor("", OPERATOR).unwrap()["metadata"]["labels"]["release"].is_null());
+    let (ok, output) = helm_lint("serviceMonitor: {enabled: sometimes}\n");
+    assert!(
+        !ok,
+        "helm lint passed serviceMonitor.enabled: sometimes:\n{output}"
     );
 }
 
@@ -508,7 +538,7 @@ fn the_shipped_engine_configs_start_the_real_daemon() {
         ),
         (
             "helm values",
-            config_toml(&yaml_documents(&helm_template(HELM_VARIANTS[2])), "helm"),
+            config_toml(&yaml_documents(&helm_template(HELM_VARIANTS[3])), "helm"),
             vec![("n0", true)],
         ),
         ("image", image_default, vec![]),
