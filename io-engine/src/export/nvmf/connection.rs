@@ -580,14 +580,10 @@ impl Connection {
             match self.handle(st, &hdr, pdu_bytes, data) {
                 Ok(true) => {
                     st.start += pdu_bytes.len();
+                    // Handled without its data (refused): the rest of the
+                    // PDU is dropped as it comes. (Taken data is inbound.)
                     if pdu_bytes.len() < plen && st.inbound.is_none() {
-                        // Handled without its data (refused): the rest of
-                        // the PDU is dropped as it comes.
                         st.skip = plen - pdu_bytes.len();
-                    } else if st.inbound.is_some() {
-                        // What is here of the data went to the buffer;
-                        // the digest (if any) comes after the rest.
-                        st.skip = 0;
                     }
                 }
                 // Waits for an IO buffer: the same PDU is handled again.
