@@ -253,12 +253,14 @@ fn expand(expr: &str, vars: &[(String, String)]) -> String {
         .fold(expr.to_owned(), |e, (name, value)| e.replace(name, value))
 }
 
-/// The series of `result` for device g0 and operation `op`, by instance.
-fn device_series(result: &[Value], op: &str) -> BTreeSet<String> {
+/// The series of `result` for device g0 and operation `op`: their
+/// (instance, node) labels.
+fn device_series(result: &[Value], op: &str) -> BTreeSet<(String, String)> {
+    let label = |s: &Value, name: &str| s["metric"][name].as_str().unwrap_or("").to_owned();
     result
         .iter()
         .filter(|s| s["metric"]["bdev"] == "g0" && s["metric"]["op"] == op)
-        .map(|s| s["metric"]["instance"].as_str().unwrap_or("").to_owned())
+        .map(|s| (label(s, "instance"), label(s, "node")))
         .collect()
 }
 
@@ -268,22 +270,30 @@ fn the_dashboard_and_the_alerts_against_two_engines_and_a_dead_target() {
         Daemon::start_quiet(["--bdev", DEVICE_URI, "--share", "g0"]),
         Daemon::start_quiet(["--bdev", DEVICE_URI, "--share", "g0"]),
     ];
-    let instances: BTreeSet<String> = engines
-        .iter()
-        .map(|d| d.metrics_addr().to_string())
-        .collect();
-    // A target nothing answers, in the engines' job (an engine that
-    // stopped), and Prometheus itself in a job of its own.
+    // Each target with the `node` label the ServiceMonitor's relabelling
+    // gives it; a target nothing answers, in the engines' job (an engine
+    // that stopped); Prometheus itself in a job of its own.
     let dead = format!("127.0.0.1:{}", free_port());
+    let placed: BTreeSet<(String, String)> = engines
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.metrics_addr().to_string(), format!("node{i}")))
+        .collect();
     let rules = workspace_root().join(RULES).display().to_string();
     let dir = TempDir::new("monitoring");
     let mut prom = Prometheus::start(dir.path(), |itself| {
-        let targets: Vec<String> = instances.iter().chain([&dead]).cloned().collect();
+        let groups: String = placed
+            .iter()
+            .chain([&(dead.clone(), "node2".to_owned())])
+            .map(|(addr, node)| {
+                format!("      - {{targets: ['{addr}'], labels: {{node: {node}}}}}\n")
+            })
+            .collect();
         format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
              rule_files:\n  - {rules}\n\
              scrape_configs:\n\
-             \x20 - job_name: {JOB}\n    static_configs:\n      - targets: {targets:?}\n\
+             \x20 - job_name: {JOB}\n    static_configs:\n{groups}\
              \x20 - job_name: prometheus\n    static_configs:\n      - targets: ['{itself}']\n"
         )
     });
@@ -335,12 +345,12 @@ fn the_dashboard_and_the_alerts_against_two_engines_and_a_dead_target() {
     assert_eq!(value(&down[0]), 1.0, "Engines down: {down:?}");
 
     // Each engine's latency of g0 on its own (same device name on both),
-    // and nothing for the operations no IO did.
+    // with its node, and nothing for the operations no IO did.
     for title in ["Latency quantiles", "Mean latency", "IOPS per device"] {
         for result in panel(title) {
             assert_eq!(
                 device_series(result, "write"),
-                instances,
+                placed,
                 "{title}: {result:?}"
             );
             assert!(
