@@ -6,12 +6,14 @@
 //!
 //! [`daemon`] runs the `io-engine` daemon under test; [`http`] is the tiny
 //! HTTP client the tests read `/metrics` and Prometheus's API with;
-//! [`tools`] finds the linters and validators of the deployment files;
-//! [`vm`] runs scripts in a micro-VM with the real Linux initiators.
+//! [`prometheus`] runs the real Prometheus server; [`tools`] finds the
+//! linters and validators of the deployment files; [`vm`] runs scripts in
+//! a micro-VM with the real Linux initiators.
 
 pub mod daemon;
 pub mod http;
 pub mod nvmf;
+pub mod prometheus;
 pub mod tools;
 pub mod vm;
 

@@ -10,23 +10,21 @@
 //! - what the DaemonSets must say (whole cores, hugepages, probes, grace
 //!   period, privilege only for VFIO), in the kustomize and Helm renderings;
 //! - the engine configs they ship started by the real daemon;
-//! - the scrape configs by `promtool check config`;
-//! - the Grafana dashboard: JSON, PromQL that promtool parses, and every
-//!   metric it queries served by a live daemon.
+//! - the scrape configs by `promtool check config`.
+//!
+//! The dashboard and the alert rules are checked in `monitoring.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
-use io_engine_api::v1 as pb;
 use io_engine_tests::daemon::Daemon;
 use io_engine_tests::tools::{
     TempDir, run_ok, run_tool, said, system_tool, tool, yaml_documents, yaml_file,
 };
-use io_engine_tests::{available_cpus, http, workspace_root};
+use io_engine_tests::{available_cpus, workspace_root};
 use serde_json::Value;
 
 const CHART: &str = "deploy/helm/io-engine";
-const DASHBOARD: &str = "deploy/grafana/io-engine.json";
 
 /// Values the chart is rendered with (a values file each): the defaults,
 /// and the others a user is likely to choose.
@@ -604,160 +602,4 @@ fn promtool_accepts_the_scrape_configs() {
     let sd = &docs[0]["scrape_configs"][0]["dns_sd_configs"][0];
     assert_eq!(sd["port"], 9502);
     assert_eq!(sd["names"][0], "io-engine.io-engine.svc.cluster.local");
-}
-
-/// Every PromQL expression of the dashboard's panels (targets), in order.
-fn dashboard_exprs(dashboard: &Value) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for panel in dashboard["panels"].as_array().expect("panels") {
-        let title = panel["title"].as_str().unwrap_or("?").to_owned();
-        for target in panel["targets"].as_array().into_iter().flatten() {
-            if let Some(expr) = target["expr"].as_str() {
-                out.push((title.clone(), expr.to_owned()));
-            }
-        }
-    }
-    out
-}
-
-/// The metric names (`io_engine_*`) an expression uses.
-fn metric_names(expr: &str) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let mut rest = expr;
-    while let Some(i) = rest.find("io_engine_") {
-        let tail = &rest[i..];
-        let end = tail
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(tail.len());
-        names.insert(tail[..end].to_owned());
-        rest = &tail[end..];
-    }
-    names
-}
-
-/// The dashboard's variables replaced by what Grafana would put there.
-fn with_variables_expanded(expr: &str) -> String {
-    expr.replace("$__rate_interval", "1m")
-        .replace("$instance", ".*")
-        .replace("$bdev", ".*")
-        .replace("$job", ".*")
-}
-
-#[test]
-fn the_dashboard_queries_only_metrics_a_live_daemon_serves() {
-    let text = std::fs::read_to_string(workspace_root().join(DASHBOARD)).expect("the dashboard");
-    let dashboard: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
-    assert_eq!(dashboard["uid"], "io-engine");
-    let exprs = dashboard_exprs(&dashboard);
-    let all: String = exprs
-        .iter()
-        .map(|(_, e)| e.as_str())
-        .collect::<Vec<_>>()
-        .join("\n");
-
-    // The panels the operators asked for.
-    for (what, needle) in [
-        ("IOPS per bdev", "rate(io_engine_bdev_ops_total"),
-        ("bandwidth per bdev", "rate(io_engine_bdev_bytes_total"),
-        (
-            "latency quantiles",
-            "histogram_quantile(0.99, sum by (le, bdev, op) (rate(io_engine_bdev_io_latency_seconds_bucket",
-        ),
-        (
-            "reactor busy %",
-            "rate(io_engine_reactor_busy_seconds_total",
-        ),
-        (
-            "pool cache hit rate",
-            "rate(io_engine_pool_cache_hits_total",
-        ),
-        (
-            "accel ops per module",
-            "sum by (instance, module, opcode) (rate(io_engine_accel_ops_total",
-        ),
-        ("NBD connections", "io_engine_nbd_connections"),
-    ] {
-        assert!(all.contains(needle), "no {what} panel ({needle})");
-    }
-
-    // PromQL that Prometheus parses: promtool checks each as a recording rule.
-    let dir = TempDir::new("dashboard");
-    let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
-    for (i, (_, expr)) in exprs.iter().enumerate() {
-        let quoted = serde_json::to_string(&with_variables_expanded(expr)).expect("a string");
-        rules.push_str(&format!(
-            "      - record: dashboard:expr{i}\n        expr: {quoted}\n"
-        ));
-    }
-    let file = dir.write("rules.yml", &rules);
-    let promtool = system_tool("promtool", "prometheus");
-    let out = run_tool(
-        cmd(&promtool, &["check", "rules", &file.display().to_string()]),
-        None,
-    );
-    assert!(
-        out.status.success(),
-        "promtool check rules:\n{}\n{rules}",
-        said(&out)
-    );
-
-    // Every metric queried is served by a daemon with a shared device that
-    // did IO (pool series per core appear once a core used the pool).
-    let d = Daemon::start_quiet([
-        "--bdev",
-        "malloc:///g0?size_mb=16&blk_size=4096",
-        "--share",
-        "g0",
-    ]);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async {
-        let mut perf = pb::perf_service_client::PerfServiceClient::new(d.channel().await);
-        let total = perf
-            .run(pb::RunPerfRequest {
-                bdevs: vec!["g0".into()],
-                workload: "randrw".into(),
-                io_size: 4096,
-                queue_depth: 4,
-                seconds: 0.2,
-                ..Default::default()
-            })
-            .await
-            .expect("PerfService.Run")
-            .into_inner()
-            .total
-            .expect("a total");
-        assert!(total.ios > 0, "{total:?}");
-    });
-    let body = http::get(&d.metrics_url()).expect("GET /metrics").text();
-    let served: BTreeSet<String> = body
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| l.split(['{', ' ']).next())
-        .map(str::to_owned)
-        .collect();
-    let mut queried = BTreeSet::new();
-    for (_, expr) in &exprs {
-        queried.extend(metric_names(expr));
-    }
-    assert!(queried.len() >= 15, "{queried:?}");
-    let missing: Vec<&String> = queried.iter().filter(|m| !served.contains(*m)).collect();
-    assert!(
-        missing.is_empty(),
-        "the dashboard queries metrics the daemon does not serve: {missing:?}\n\
-         served: {served:?}"
-    );
-    // The template variables' queries too.
-    for var in dashboard["templating"]["list"]
-        .as_array()
-        .expect("variables")
-    {
-        if let Some(q) = var["definition"].as_str() {
-            for m in metric_names(q) {
-                assert!(served.contains(&m), "variable {}: {m}", var["name"]);
-            }
-        }
-    }
 }

@@ -7,20 +7,14 @@
 //! Both processes listen on 127.0.0.1 only and are killed when the test
 //! ends, passed or failed; every wait is bounded.
 
-use std::fs::File;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use io_engine_api::v1 as pb;
 use io_engine_tests::daemon::Daemon;
+use io_engine_tests::prometheus::{Prometheus, run_perf, value};
 use io_engine_tests::tools::TempDir;
 use io_engine_tests::{http, output_with_input};
-use serde_json::Value;
-
-/// Longest wait for Prometheus to have scraped what a query asks for.
-const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Longest a `promtool` run may take.
 const PROMTOOL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -28,125 +22,6 @@ const PROMTOOL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The device the daemon serves: 24 MiB in 4 KiB blocks.
 const DEVICE_URI: &str = "malloc:///prom0?size_mb=24&blk_size=4096";
 const DEVICE_SIZE: u64 = 24 << 20;
-
-/// The Prometheus server: killed (and reaped) when dropped.
-struct Prometheus {
-    child: Child,
-    url: String,
-    log: PathBuf,
-}
-
-impl Prometheus {
-    /// Starts `prometheus` on a free port of 127.0.0.1 with `config`,
-    /// keeping its data and log in `dir`.
-    fn start(dir: &Path, config: &Path) -> Prometheus {
-        let port = free_port();
-        let log = dir.join("prometheus.log");
-        let out = File::create(&log).expect("the Prometheus log file");
-        let err = out.try_clone().expect("the Prometheus log file");
-        let child = Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot start prometheus (Debian package `prometheus`): {e}")
-            });
-        Prometheus {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            log,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// The result vector of an instant query, or why there is none yet
-    /// (not up yet, or an error). Panics if Prometheus has exited.
-    fn try_query(&mut self, query: &str) -> Result<Vec<Value>, String> {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!("prometheus exited ({status}):\n{}", self.log());
-        }
-        let url = format!("{}/api/v1/query?query={}", self.url, encode(query));
-        let resp = http::get(&url)?;
-        let body: Value = serde_json::from_slice(&resp.body)
-            .map_err(|e| format!("{url}: {} is not JSON: {e}", resp.status))?;
-        if resp.status != 200 || body["status"] != "success" {
-            return Err(format!("{url}: {} {body}", resp.status));
-        }
-        body["data"]["result"]
-            .as_array()
-            .cloned()
-            .ok_or_else(|| format!("{url}: no result vector: {body}"))
-    }
-
-    /// Polls `query` every 250 ms until `done` accepts its result, for at
-    /// most [`QUERY_TIMEOUT`]; returns that result.
-    fn query_until(&mut self, query: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + QUERY_TIMEOUT;
-        loop {
-            let last = self.try_query(query);
-            if let Ok(result) = &last
-                && done(result)
-            {
-                return result.clone();
-            }
-            if Instant::now() >= deadline {
-                panic!(
-                    "Prometheus query {query:?} not as expected within {QUERY_TIMEOUT:?}; \
-                     last answer: {last:?}\n--- prometheus log ---\n{}",
-                    self.log()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("--- prometheus log ---\n{}", self.log());
-        }
-    }
-}
-
-/// A port of 127.0.0.1 nothing listens on (as of now).
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("its address").port()
-}
-
-/// Percent-encodes a query parameter value.
-fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                char::from(b).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// The value of a series in an instant-query result (`[time, "value"]`).
-fn value(series: &Value) -> f64 {
-    series["value"][1]
-        .as_str()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no value in {series}"))
-}
 
 /// Runs `promtool check metrics` on `body` (stdin); returns whether it
 /// passed and what it said.
@@ -185,11 +60,7 @@ fn promtool_accepts_the_exposition_idle_and_after_io() {
     assert!(ok, "promtool check metrics (idle): {said}");
 
     // With IO done the histograms have samples in their buckets.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let ios = runtime.block_on(perf_write(&d, 0.3));
+    let ios = run_perf(&d, "prom0", "randwrite", 0.3);
     let body = scrape(&d);
     let text = String::from_utf8_lossy(&body);
     let count =
@@ -216,26 +87,6 @@ fn promtool_accepts_the_exposition_idle_and_after_io() {
     assert!(ok, "promtool check metrics (after IO): {said}");
 }
 
-/// Writes to prom0 for `seconds`; returns the IOs done.
-async fn perf_write(d: &Daemon, seconds: f64) -> u64 {
-    let mut perf = pb::perf_service_client::PerfServiceClient::new(d.channel().await);
-    let resp = perf
-        .run(pb::RunPerfRequest {
-            bdevs: vec!["prom0".into()],
-            workload: "randwrite".into(),
-            io_size: 4096,
-            queue_depth: 8,
-            seconds,
-            ..Default::default()
-        })
-        .await
-        .expect("PerfService.Run")
-        .into_inner();
-    let total = resp.total.expect("a total");
-    assert!(total.ios > 0 && total.failed == 0, "{total:?}");
-    total.ios
-}
-
 #[test]
 fn prometheus_scrapes_the_daemon() {
     let d = Daemon::start_quiet(["--bdev", DEVICE_URI]);
@@ -244,7 +95,7 @@ fn prometheus_scrapes_the_daemon() {
         .build()
         .expect("a runtime");
     // IO before Prometheus starts: its first scrape sees the final counts.
-    let writes = runtime.block_on(perf_write(&d, 0.3));
+    let writes = run_perf(&d, "prom0", "randwrite", 0.3);
     let revision = runtime.block_on(async {
         let mut engine = pb::engine_service_client::EngineServiceClient::new(d.channel().await);
         engine
@@ -256,22 +107,21 @@ fn prometheus_scrapes_the_daemon() {
     });
 
     let dir = TempDir::new("prometheus");
-    let config = dir.path().join("prometheus.yml");
     let targets = format!("      - targets: ['{}']", d.metrics_addr());
-    let yaml = [
-        "global:",
-        "  scrape_interval: 1s",
-        "  scrape_timeout: 1s",
-        "  evaluation_interval: 1s",
-        "scrape_configs:",
-        "  - job_name: io-engine",
-        "    static_configs:",
-        &targets,
-        "",
-    ]
-    .join("\n");
-    std::fs::write(&config, yaml).expect("prometheus.yml");
-    let mut prom = Prometheus::start(dir.path(), &config);
+    let mut prom = Prometheus::start(dir.path(), |_| {
+        [
+            "global:",
+            "  scrape_interval: 1s",
+            "  scrape_timeout: 1s",
+            "  evaluation_interval: 1s",
+            "scrape_configs:",
+            "  - job_name: io-engine",
+            "    static_configs:",
+            &targets,
+            "",
+        ]
+        .join("\n")
+    });
     let instance = d.metrics_addr().to_string();
 
     // The device's size, with its labels.
