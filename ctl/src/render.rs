@@ -338,11 +338,27 @@ pub(crate) fn engine_info(e: &EngineInfo) -> String {
         ("version", e.version.clone()),
         ("git revision", e.git_revision.clone()),
         ("cores", none_if_empty(&cores.join(", "))),
+    ];
+    // Why those cores (an engine older than these fields says nothing).
+    if !e.core_source.is_empty() {
+        let allowed: Vec<String> = e.allowed_cpus.iter().map(u32::to_string).collect();
+        rows.push(("core source", e.core_source.clone()));
+        rows.push(("allowed cpus", none_if_empty(&allowed.join(", "))));
+        rows.push((
+            "cpu quota",
+            if e.cpu_quota > 0.0 {
+                format!("{:.2} CPUs", e.cpu_quota)
+            } else {
+                "none".to_owned()
+            },
+        ));
+    }
+    rows.extend([
         ("poll mode", e.poll_mode.clone()),
         ("uptime", human_duration(e.uptime_ns)),
         ("hugepages", hugepages),
         ("accel modules", none_if_empty(&e.accel_modules.join(", "))),
-    ];
+    ]);
     // One row per note (what the accel modules found, software fallbacks).
     rows.extend(e.accel_notes.iter().map(|n| ("accel note", n.clone())));
     rows.push(("io pool size", e.io_pool_size.to_string()));
@@ -574,6 +590,9 @@ bdev_io  other     1     0           0             0      -          0
             io_pool_size: 65536,
             io_pool_cache: 256,
             accel_notes: vec!["ioat: 1 channel ready: model-0".into()],
+            core_source: "cpu quota".into(),
+            allowed_cpus: vec![0, 1, 2],
+            cpu_quota: 2.5,
         };
         assert_eq!(
             engine_info(&e),
@@ -581,6 +600,9 @@ bdev_io  other     1     0           0             0      -          0
 version        0.1.0
 git revision   abc123
 cores          0, 1
+core source    cpu quota
+allowed cpus   0, 1, 2
+cpu quota      2.50 CPUs
 poll mode      busy
 uptime         1h 02m 03s
 hugepages      2.0 MiB pages: 1024 total, 1000 free
@@ -592,5 +614,12 @@ io pool cache  256
         );
         let unknown = engine_info(&EngineInfo::default());
         assert!(unknown.contains("hugepages      unknown\n"), "{unknown}");
+        assert!(!unknown.contains("core source"), "{unknown}");
+        let unlimited = engine_info(&EngineInfo {
+            core_source: "first allowed CPU".into(),
+            allowed_cpus: vec![0, 1],
+            ..EngineInfo::default()
+        });
+        assert!(unlimited.contains("cpu quota      none\n"), "{unlimited}");
     }
 }

@@ -257,6 +257,7 @@ impl EngineService for FakeEngine {
             io_pool_size: 8192,
             io_pool_cache: 128,
             accel_notes: Vec::new(),
+            ..Default::default()
         }))
     }
 }
@@ -685,6 +686,9 @@ io pool cache  128
             "io_pool_size": 8192,
             "io_pool_cache": 128,
             "accel_notes": [],
+            "core_source": "",
+            "allowed_cpus": [],
+            "cpu_quota": 0.0,
         })
     );
 }

@@ -9,7 +9,7 @@
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -138,12 +138,36 @@ impl Daemon {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        Self::spawn(clean_command(daemon_bin()), args, env)
+    }
+
+    /// [`Daemon::start`] inside the cgroup whose `cgroup.procs` file is
+    /// `procs`: a shell writes its pid there, then execs the daemon, so the
+    /// daemon runs in the cgroup from its first instruction.
+    pub fn start_in_cgroup<I, S>(procs: &Path, args: I) -> Daemon
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = clean_command("sh");
+        cmd.args(["-c", r#"echo $$ > "$0" && exec "$@""#])
+            .arg(procs)
+            .arg(daemon_bin());
+        Self::spawn(cmd, args, &[])
+    }
+
+    /// Starts `cmd` (the daemon, or a command that execs it with the
+    /// arguments it is given) as [`Daemon::start_with_env`] describes.
+    fn spawn<I, S>(mut cmd: Command, args: I, env: &[(&str, &str)]) -> Daemon
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         // Build the CLI now too: a build in the middle of a test (while a perf
         // run holds a device, say) would upset its timing.
         ctl_bin();
         let args: Vec<std::ffi::OsString> =
             args.into_iter().map(|a| a.as_ref().to_owned()).collect();
-        let mut cmd = clean_command(daemon_bin());
         cmd.args([
             "--grpc-addr",
             "127.0.0.1:0",

@@ -1,5 +1,6 @@
-//! `io_engine.v1.EngineService`: what this engine is (build, cores, poll
-//! mode, uptime, hugepages, IO pool shape, accel modules and their notes).
+//! `io_engine.v1.EngineService`: what this engine is (build, cores and why
+//! those, poll mode, uptime, hugepages, IO pool shape, accel modules and
+//! their notes).
 //!
 //! Thread: the control-plane runtime's workers (`GetInfo` reads
 //! `/proc/meminfo` there).
@@ -43,6 +44,9 @@ impl pb::engine_service_server::EngineService for EngineService {
             version: BUILD.version.into(),
             git_revision: BUILD.revision.into(),
             cores: e.config().cores.cpus().to_vec(),
+            core_source: e.config().core_sizing.source.name().into(),
+            allowed_cpus: e.config().core_sizing.allowed.cpus().to_vec(),
+            cpu_quota: e.config().core_sizing.quota.map_or(0.0, |q| q.cpus()),
             poll_mode: e.config().poll_mode.name().into(),
             uptime_ns: e.uptime().as_nanos() as u64,
             hugepages,

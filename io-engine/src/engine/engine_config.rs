@@ -1,4 +1,4 @@
-//! How to start an engine: its cores, poll mode, IO pool and accel
+//! How to start an engine: its cores (and why those), poll mode, IO pool and accel
 //! modules.
 //!
 //! Thread: any; plain data, read once by [`super::Engine::start`].
@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use crate::accel::{Assignment, Module};
+use crate::env::core_sizing::CoreSizing;
 use crate::env::cores::CoreSet;
 use crate::reactor::PollMode;
 
@@ -14,6 +15,9 @@ use crate::reactor::PollMode;
 pub struct EngineConfig {
     /// CPUs to run reactors on.
     pub cores: CoreSet,
+    /// Why those: the flag or rule that chose them, the allowed CPUs and
+    /// the CPU quota (shown by engine info and the metrics).
+    pub core_sizing: CoreSizing,
     /// How idle reactors wait.
     pub poll_mode: PollMode,
     /// IO objects in the shared pool.

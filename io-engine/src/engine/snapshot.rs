@@ -6,7 +6,8 @@
 //! service, a blocking-pool thread for a scrape); never a reactor, and no
 //! reactor is sent any work. A snapshot only reads: relaxed loads of the
 //! data path's per-core counters (summed here), plus the device registry's
-//! control-path lock, taken briefly once for the list and once per device.
+//! control-path lock, taken briefly once for the list and once per device;
+//! and the cgroup memory limit, read from its files.
 //!
 //! A snapshot is consistent per counter, not across counters. A part whose
 //! reading panics (a poisoned or odd engine state) is logged and left out
@@ -46,6 +47,11 @@ pub struct Snapshot {
     pub accel: Option<(Vec<OpStats>, Vec<ModuleStats>)>,
     /// Each accel module's engine counters: (module, event, count).
     pub accel_engine: Option<Vec<(&'static str, &'static str, u64)>>,
+    /// The cgroup CPU quota the reactors were sized by, in CPUs; `None`
+    /// without one.
+    pub cpu_quota: Option<f64>,
+    /// The cgroup memory limit, bytes, read now; `None` when unlimited.
+    pub memory_limit: Option<u64>,
 }
 
 impl Engine {
@@ -126,6 +132,8 @@ impl Snapshot {
                     .flat_map(|(m, c)| c.into_iter().map(move |(event, n)| (m, event, n)))
                     .collect()
             }),
+            cpu_quota: engine.config().core_sizing.quota.map(|q| q.cpus()),
+            memory_limit: crate::env::memory_limit::memory_limit(),
         }
     }
 
@@ -142,6 +150,8 @@ impl Snapshot {
             nvmf: None,
             accel: None,
             accel_engine: None,
+            cpu_quota: None,
+            memory_limit: None,
         }
     }
 

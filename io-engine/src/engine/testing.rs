@@ -9,6 +9,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::{Engine, EngineConfig};
+use crate::env::core_sizing::CoreSizing;
+use crate::env::core_source::CoreSource;
 use crate::env::cores::{CoreSet, allowed_cpus};
 use crate::export::{Dispatch, Protocol, nvmf};
 use crate::reactor::PollMode;
@@ -16,9 +18,14 @@ use crate::reactor::PollMode;
 /// An engine with one adaptive reactor on the first allowed CPU, an IO
 /// pool of 4096 objects with 64 cached per core, no accel offload.
 pub fn start_engine() -> Engine {
-    let cpu = allowed_cpus().unwrap().cpus()[0];
+    let allowed = allowed_cpus().unwrap();
     Engine::start(EngineConfig {
-        cores: CoreSet::from_cpus([cpu]).unwrap(),
+        cores: CoreSet::from_cpus([allowed.cpus()[0]]).unwrap(),
+        core_sizing: CoreSizing {
+            source: CoreSource::List,
+            allowed,
+            quota: None,
+        },
         poll_mode: PollMode::ADAPTIVE,
         io_pool_size: 4096,
         io_pool_cache: 64,

@@ -4,9 +4,11 @@
 //! every call.
 //!
 //! A [`CoreSet`] comes from a hex mask in SPDK's form (`-m 0x3`), from a list
-//! (`-l 0,2-3`), or by default from the first CPU this process may run on. It
-//! is then checked against the process's allowed CPUs (its affinity, as set
-//! by `taskset` or a cgroup cpuset) before any reactor thread is started.
+//! (`-l 0,2-3`), or by default from the first CPU this process may run on
+//! (the daemon sizes its default from the CPU quota instead:
+//! [`super::core_sizing`]). It is then checked against the process's
+//! allowed CPUs (its affinity, as set by `taskset` or a cgroup cpuset)
+//! before any reactor thread is started.
 //!
 //! Binaries exit with status 2 when they get a [`CoreError`], like any other
 //! invalid command line; this module only returns the error.
@@ -59,6 +61,21 @@ pub enum CoreError {
     /// Both a mask and a list were given.
     #[error("both a core mask and a core list were given: pass only one of them")]
     BothGiven,
+    /// A core count was given with a core mask or list.
+    #[error("a core count was given with a core mask or list: pass only one of them")]
+    CountWithCores,
+    /// A core count larger than the set of CPUs the process may run on.
+    #[error(
+        "--core-count {count} asks for {count} cores but this process may run on {} ({available}); \
+         ask for fewer, or start the process with a wider CPU affinity (taskset, cgroup cpuset)",
+        .available.len()
+    )]
+    TooFewAllowed {
+        /// The count asked for.
+        count: usize,
+        /// The cores the process may run on.
+        available: CoreSet,
+    },
     /// Some cores are not in the process's allowed set.
     #[error(
         "{} not available to this process (available: {available}); choose cores from the \
@@ -236,7 +253,7 @@ impl CoreSet {
     }
 
     /// Checks that every core of the set is in `available`.
-    fn check_within(&self, available: &CoreSet) -> Result<(), CoreError> {
+    pub(super) fn check_within(&self, available: &CoreSet) -> Result<(), CoreError> {
         let missing: Vec<u32> = self
             .iter()
             .filter(|&cpu| !available.contains(cpu))

@@ -1,5 +1,6 @@
-//! Environment: what every layer stands on. Core sets and CPU pinning,
-//! core slots (a unique number per data-path thread), hugepage-backed DMA
+//! Environment: what every layer stands on. Core sets and CPU pinning, the
+//! cgroup limits (CPU quota, memory limit) and the reactor count sized from
+//! them, core slots (a unique number per data-path thread), hugepage-backed DMA
 //! memory, its IOVA and the memory check before mapping it, the cycle
 //! clock, and the size of the last-level cache.
 //!
@@ -7,10 +8,15 @@
 
 pub mod affinity;
 pub mod cache;
+pub mod cgroup;
+pub mod core_sizing;
 pub mod core_slot;
+pub mod core_source;
 pub mod cores;
 pub mod cpu;
+pub mod cpu_quota;
 pub mod dma;
 pub mod logging;
+pub mod memory_limit;
 pub mod tsc;
 pub mod xorshift;

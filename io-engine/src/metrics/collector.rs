@@ -161,6 +161,10 @@ defs! {
         "Always 1: the labels give the version and git revision of this build.";
     UPTIME: Gauge "io_engine_uptime_seconds" []
         "Time since the engine started.";
+    CPU_QUOTA: Gauge "io_engine_cpu_quota_cores" []
+        "The cgroup CPU quota the engine runs under, in CPUs (absent without one).";
+    MEMORY_LIMIT: Gauge "io_engine_memory_limit_bytes" []
+        "The cgroup memory limit the engine runs under (absent when unlimited).";
 }
 
 /// The `core` label of a pool counter: the reactor index holding the slot,
@@ -438,6 +442,12 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
     f.gauge(&BUILD_INFO, &[s.build.version, s.build.revision], 1.0);
     if let Some(up) = s.uptime {
         f.gauge(&UPTIME, &[], up.as_secs_f64());
+    }
+    if let Some(cpus) = s.cpu_quota {
+        f.gauge(&CPU_QUOTA, &[], cpus);
+    }
+    if let Some(bytes) = s.memory_limit {
+        f.gauge(&MEMORY_LIMIT, &[], bytes as f64);
     }
     f.finish()
 }

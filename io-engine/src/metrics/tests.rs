@@ -473,8 +473,10 @@ fn render_reports_the_io_done() {
     // Every metric is there, with its help, type and label names; but for
     // the engine's own counters, which only an engine with counters of its
     // own (I/OAT) has: the software engine here has none, and the I/OAT
-    // daemon test (tests/ioat.rs) checks them; and the NVMe/TCP series
-    // that need an NVMe-oF export or commands (tests/nvmf.rs checks them).
+    // daemon test (tests/ioat.rs) checks them; the NVMe/TCP series
+    // that need an NVMe-oF export or commands (tests/nvmf.rs checks them);
+    // and the cgroup limits, absent outside one (tests/cpu_quota.rs and
+    // cgroup_limits_are_reported below check them).
     assert!(
         e.find("io_engine_accel_engine_events_total", &[])
             .is_empty()
@@ -485,6 +487,8 @@ fn render_reports_the_io_done() {
         "io_engine_nvmf_controllers",
         "io_engine_nvmf_commands_total",
         "io_engine_nvmf_errors_total",
+        "io_engine_cpu_quota_cores",
+        "io_engine_memory_limit_bytes",
     ];
     for d in DEFS.iter().filter(|d| !elsewhere.contains(&d.name)) {
         assert_eq!(
@@ -774,6 +778,20 @@ fn reactors_are_labelled_by_index() {
             &[("core", "1"), ("cpu", "11"), ("poll_mode", "busy")]
         ),
         1.0
+    );
+}
+
+#[test]
+fn cgroup_limits_are_reported() {
+    let e = render_snapshot(Snapshot {
+        cpu_quota: Some(1.5),
+        memory_limit: Some(2 << 30),
+        ..Snapshot::without_engine()
+    });
+    assert_eq!(e.value("io_engine_cpu_quota_cores", &[]), 1.5);
+    assert_eq!(
+        e.value("io_engine_memory_limit_bytes", &[]),
+        2_147_483_648.0
     );
 }
 

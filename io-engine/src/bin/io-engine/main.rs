@@ -10,6 +10,7 @@
 mod config;
 
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +20,9 @@ use io_engine::accel::Assignment;
 use io_engine::accel::ioat::IoatArgs;
 use io_engine::engine::{Engine, EngineConfig};
 use io_engine::env::affinity;
-use io_engine::env::cores::CoreSet;
+use io_engine::env::core_sizing::CoreSizing;
+use io_engine::env::cores::allowed_cpus;
+use io_engine::env::cpu_quota::CpuQuota;
 use io_engine::env::dma::register_mapper;
 use io_engine::export::Dispatch;
 use io_engine::export::Protocol;
@@ -42,8 +45,10 @@ const DRAIN_TIMEOUT: Duration = Duration::from_millis(4500);
 #[derive(Parser, Debug)]
 #[command(name = "io-engine", version = VERSION, about, long_about)]
 struct Args {
-    /// Cores as a hex mask (SPDK's -m), e.g. 0x3. Default: the first CPU
-    /// this process may run on.
+    /// Cores as a hex mask (SPDK's -m), e.g. 0x3. Default (none of -m, -l,
+    /// --core-count): one reactor per whole CPU of the cgroup CPU quota on
+    /// the first CPUs this process may run on, or only the first of them
+    /// without a quota.
     #[arg(
         short = 'm',
         long,
@@ -55,6 +60,16 @@ struct Args {
     /// Cores as a list, e.g. 0,2-3.
     #[arg(short = 'l', long, env = "IO_ENGINE_CORE_LIST")]
     core_list: Option<String>,
+
+    /// Run N reactors, on the first N CPUs this process may run on.
+    #[arg(
+        long,
+        env = "IO_ENGINE_CORE_COUNT",
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..),
+        conflicts_with_all = ["reactor_mask", "core_list"]
+    )]
+    core_count: Option<u32>,
 
     /// Address of the gRPC API.
     #[arg(long, env = "IO_ENGINE_GRPC_ADDR", default_value = "127.0.0.1:10124")]
@@ -239,12 +254,25 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<ExitCode, Fatal> {
-    let cores = CoreSet::from_args(args.reactor_mask.as_deref(), args.core_list.as_deref())?;
-    cores.check_available()?;
+    let (cores, core_sizing) = CoreSizing::choose(
+        args.reactor_mask.as_deref(),
+        args.core_list.as_deref(),
+        args.core_count
+            .and_then(|n| usize::try_from(n).ok())
+            .and_then(NonZeroUsize::new),
+        allowed_cpus()?,
+        CpuQuota::of_this_process(),
+    )?;
+    if let Some(warning) = core_sizing.warning(&cores) {
+        tracing::warn!("{warning}");
+    }
     // The control plane runs on the CPUs the reactors leave free, if any, so
     // busy reactors never delay a request; otherwise it shares them.
-    let allowed = io_engine::env::cores::allowed_cpus()?;
-    let control_cpus: Vec<u32> = allowed.iter().filter(|c| !cores.contains(*c)).collect();
+    let control_cpus: Vec<u32> = core_sizing
+        .allowed
+        .iter()
+        .filter(|c| !cores.contains(*c))
+        .collect();
     let confine = move || {
         if !control_cpus.is_empty()
             && let Err(e) = affinity::confine_current_thread(&control_cpus)
@@ -269,6 +297,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
 
     let engine = Arc::new(Engine::start(EngineConfig {
         cores,
+        core_sizing,
         poll_mode: args.poll_mode,
         io_pool_size: args.io_pool_size,
         io_pool_cache: args.io_pool_cache,
@@ -338,6 +367,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
     tracing::info!(
         version = VERSION,
         cores = %engine.config().cores,
+        core_source = %engine.config().core_sizing.source,
         poll_mode = engine.config().poll_mode.name(),
         grpc = %bound(&grpc, args.grpc_addr),
         metrics = %bound(&metrics, args.metrics_addr),
