@@ -175,6 +175,12 @@ pub(crate) fn percent(part: u64, whole: u64) -> String {
     }
 }
 
+/// `text()` when `shown`, else `-` (a latency of an operation that never
+/// ran, say).
+pub(crate) fn dash_unless(shown: bool, text: impl FnOnce() -> String) -> String {
+    if shown { text() } else { "-".to_owned() }
+}
+
 /// `yes` or `no`.
 pub(crate) fn yes_no(b: bool) -> String {
     if b { "yes" } else { "no" }.to_owned()

@@ -11,8 +11,8 @@ use io_engine_api::v1::{
 
 use crate::format::{
     Align::{Left, Right},
-    Table, count_limit, human_duration, human_latency, human_size, key_values, micros, percent,
-    size_limit, yes_no,
+    Table, count_limit, dash_unless, human_duration, human_latency, human_size, key_values, micros,
+    percent, size_limit, yes_no,
 };
 use crate::rate::IntervalRates;
 
@@ -190,13 +190,7 @@ pub(crate) fn io_stats(r: &GetIoStatsResponse, headers: bool) -> String {
         ];
         for (i, (op, stats)) in ops.into_iter().enumerate() {
             let s: OpStats = stats.unwrap_or_default();
-            let latency = |ns: u64| {
-                if s.ops == 0 {
-                    "-".to_owned()
-                } else {
-                    micros(ns)
-                }
-            };
+            let latency = |ns: u64| dash_unless(s.ops > 0, || micros(ns));
             t.row(vec![
                 dev.name.clone(),
                 op.to_owned(),
@@ -340,13 +334,7 @@ pub(crate) fn perf(r: &RunPerfResponse, headers: bool) -> String {
     ]);
     let row = |t: &mut Table, core: String, device: String, j: &PerfJob| {
         // A job that completed nothing has no latency to show.
-        let latency = |us: f64| {
-            if j.ios == 0 {
-                "-".to_owned()
-            } else {
-                human_latency(us)
-            }
-        };
+        let latency = |us: f64| dash_unless(j.ios > 0, || human_latency(us));
         t.row(vec![
             core,
             device,

@@ -4,7 +4,7 @@
 //!
 //! Thread: the test threads (each runs the binary as a child process).
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// The script for `shell`, asserting the binary succeeded without an engine
 /// (the endpoint names a port nothing listens on).
@@ -23,17 +23,23 @@ fn script(shell: &str) -> String {
     String::from_utf8(out.stdout).expect("UTF-8 script")
 }
 
-#[test]
-fn bash_sources_the_script_and_registers_the_completion() {
+/// Runs `script` in a bash without startup files, after sourcing the
+/// completion script.
+fn bash(script: &str) -> Output {
     let bin = env!("CARGO_BIN_EXE_io-engine-ctl");
-    let out = Command::new("bash")
+    Command::new("bash")
         .args([
             "--norc",
             "-c",
-            &format!("source <('{bin}' completions bash) && complete -p io-engine-ctl"),
+            &format!("source <('{bin}' completions bash) && {script}"),
         ])
         .output()
-        .expect("bash runs");
+        .expect("bash runs")
+}
+
+#[test]
+fn bash_sources_the_script_and_registers_the_completion() {
+    let out = bash("complete -p io-engine-ctl");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -47,22 +53,12 @@ fn bash_sources_the_script_and_registers_the_completion() {
 #[test]
 fn bash_completes_the_subcommands() {
     // What bash would offer after `io-engine-ctl ` (COMP_WORDS as typed).
-    let bin = env!("CARGO_BIN_EXE_io-engine-ctl");
-    let out = Command::new("bash")
-        .args([
-            "--norc",
-            "-c",
-            &format!(
-                "source <('{bin}' completions bash)\n\
-                 COMP_WORDS=(io-engine-ctl '') COMP_CWORD=1 COMP_LINE='io-engine-ctl ' \
-                 COMP_POINT=14\n\
-                 f=$(complete -p io-engine-ctl | sed -E 's/.*-F ([^ ]+).*/\\1/')\n\
-                 \"$f\" io-engine-ctl '' io-engine-ctl\n\
-                 printf '%s\\n' \"${{COMPREPLY[@]}}\""
-            ),
-        ])
-        .output()
-        .expect("bash runs");
+    let out = bash(
+        "COMP_WORDS=(io-engine-ctl '') COMP_CWORD=1 COMP_LINE='io-engine-ctl ' COMP_POINT=14\n\
+         f=$(complete -p io-engine-ctl | sed -E 's/.*-F ([^ ]+).*/\\1/')\n\
+         \"$f\" io-engine-ctl '' io-engine-ctl\n\
+         printf '%s\\n' \"${COMPREPLY[@]}\"",
+    );
     let words = String::from_utf8_lossy(&out.stdout);
     for sub in ["bdev", "perf", "config", "completions", "export", "stats"] {
         assert!(
