@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::Shell;
 use tonic::transport::Endpoint;
 
 /// Where the engine listens unless `--endpoint` or `IO_ENGINE_ENDPOINT` says
@@ -65,6 +66,11 @@ pub(crate) struct Cli {
     )]
     pub(crate) timeout: Duration,
 
+    /// Print tables without their column-header lines (and `stats io
+    /// --watch` without its interval line), for scripts.
+    #[arg(long, global = true)]
+    pub(crate) no_headers: bool,
+
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -97,6 +103,70 @@ pub(crate) enum Command {
     /// Describe the accel framework: modules, assignments, counters.
     #[command(subcommand, arg_required_else_help = true)]
     Accel(AccelCommand),
+    /// Measure devices with the engine's own reactors (bdev-perf inside the
+    /// running engine).
+    #[command(subcommand, arg_required_else_help = true)]
+    Perf(PerfCommand),
+    /// The running engine's configuration.
+    #[command(subcommand, arg_required_else_help = true)]
+    Config(ConfigCommand),
+    /// Print a shell completion script: e.g. `source <(io-engine-ctl
+    /// completions bash)`.
+    Completions {
+        /// The shell.
+        shell: Shell,
+    },
+}
+
+/// `perf ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum PerfCommand {
+    /// Drive devices at a fixed queue depth from the engine's reactors for a
+    /// while and print IOPS, bandwidth and latency per core and device.
+    Run(PerfArgs),
+}
+
+/// Arguments of `perf run`: bdev-perf's, on devices that exist (by name).
+/// Unset values take the engine's defaults (4 KiB IOs, queue depth 32, half
+/// reads for randrw); the engine checks them.
+#[derive(Debug, Args)]
+pub(crate) struct PerfArgs {
+    /// Devices to drive (names).
+    #[arg(required = true, value_name = "DEVICE")]
+    pub(crate) bdevs: Vec<String>,
+    /// IO pattern: read, write, randread, randwrite or randrw.
+    #[arg(short, long)]
+    pub(crate) workload: String,
+    /// IOs in flight per core and device (default 32).
+    #[arg(short, long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) queue_depth: Option<u32>,
+    /// IO size in bytes, suffixes k and m accepted: 4k (default 4k).
+    /// (bdev-perf's -o; here -o is --output.)
+    #[arg(short = 's', long, value_name = "BYTES", value_parser = parse_size)]
+    pub(crate) io_size: Option<u64>,
+    /// Percentage of reads for randrw (default 50).
+    #[arg(short = 'M', long = "rw-mix-read", value_name = "PERCENT",
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub(crate) read_percent: Option<u32>,
+    /// Run time in seconds (fractions accepted).
+    #[arg(short = 't', long = "time", value_name = "SECONDS", default_value = "5",
+          value_parser = parse_seconds)]
+    pub(crate) time: Duration,
+    /// Write a pattern, read it back and compare (devices that store data).
+    #[arg(short = 'y', long)]
+    pub(crate) verify: bool,
+    /// Reactor indices to run on, e.g. 0,1 (default: every reactor).
+    #[arg(short, long, value_name = "LIST", value_delimiter = ',')]
+    pub(crate) cores: Vec<u32>,
+}
+
+/// `config ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigCommand {
+    /// Print the devices and shares as the TOML file the daemon's --config
+    /// loads (save with `> engine.toml`, restore with `io-engine --config
+    /// engine.toml`).
+    Dump,
 }
 
 /// `accel ...`
@@ -246,6 +316,22 @@ fn parse_endpoint(value: &str) -> Result<EngineAddress, String> {
     Ok(EngineAddress { url, endpoint })
 }
 
+/// Parses a byte count with an optional k or m suffix (KiB, MiB): `4096`,
+/// `4k`, `1m`.
+fn parse_size(value: &str) -> Result<u64, String> {
+    let invalid = || format!("{value:?} is not a size of at least 1 byte, e.g. 4096, 4k or 1m");
+    let lower = value.trim().to_ascii_lowercase();
+    let (digits, shift) = match lower.as_bytes().last() {
+        Some(b'k') => (&lower[..lower.len() - 1], 10),
+        Some(b'm') => (&lower[..lower.len() - 1], 20),
+        _ => (lower.as_str(), 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| invalid())?;
+    n.checked_mul(1 << shift)
+        .filter(|&bytes| bytes > 0)
+        .ok_or_else(invalid)
+}
+
 /// Parses a number of seconds, fractions accepted, at least 1 ms.
 fn parse_seconds(value: &str) -> Result<Duration, String> {
     let invalid = || {
@@ -344,6 +430,63 @@ mod tests {
             let err = parse(args).expect_err(&format!("{args:?} must be rejected"));
             assert_eq!(err.exit_code(), 2, "{args:?}: {err}");
         }
+    }
+
+    #[test]
+    fn perf_run_takes_bdev_perfs_flags() {
+        let cli = parse(&[
+            "perf", "run", "m0", "n0", "-w", "randrw", "-q", "8", "-s", "64k", "-M", "70", "-t",
+            "0.5", "-y", "--cores", "0,1",
+        ])
+        .unwrap();
+        let Command::Perf(PerfCommand::Run(p)) = cli.command else {
+            panic!("not perf run: {:?}", cli.command);
+        };
+        assert_eq!(p.bdevs, ["m0", "n0"]);
+        assert_eq!(p.workload, "randrw");
+        assert_eq!(p.queue_depth, Some(8));
+        assert_eq!(p.io_size, Some(64 << 10));
+        assert_eq!(p.read_percent, Some(70));
+        assert_eq!(p.time, Duration::from_millis(500));
+        assert!(p.verify);
+        assert_eq!(p.cores, [0, 1]);
+        let defaults = parse(&["perf", "run", "m0", "-w", "read"]).unwrap();
+        let Command::Perf(PerfCommand::Run(p)) = defaults.command else {
+            panic!("not perf run");
+        };
+        assert_eq!(
+            (p.queue_depth, p.io_size, p.read_percent),
+            (None, None, None)
+        );
+        assert_eq!(p.time, Duration::from_secs(5));
+        assert!(p.cores.is_empty());
+        for bad in [
+            &["perf", "run", "-w", "read"][..],
+            &["perf", "run", "m0"],
+            &["perf", "run", "m0", "-w", "read", "-q", "0"],
+            &["perf", "run", "m0", "-w", "read", "-s", "0"],
+            &["perf", "run", "m0", "-w", "read", "-M", "101"],
+        ] {
+            let err = parse(bad).expect_err(&format!("{bad:?} must be rejected"));
+            assert_eq!(err.exit_code(), 2, "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn size_parser() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("k").is_err());
+        assert!(parse_size("99999999999999999m").is_err());
+    }
+
+    #[test]
+    fn no_headers_is_global() {
+        let cli = parse(&["bdev", "list", "--no-headers"]).unwrap();
+        assert!(cli.no_headers);
+        assert!(!parse(&["bdev", "list"]).unwrap().no_headers);
     }
 
     #[test]

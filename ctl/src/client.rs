@@ -12,10 +12,11 @@ use io_engine_api::v1::{
     GetBdevRequest, GetInfoRequest, GetIoStatsRequest, GetIoStatsResponse, GetPoolStatsRequest,
     GetPoolStatsResponse, GetReactorStatsRequest, GetReactorStatsResponse, ListBdevsRequest,
     ListBdevsResponse, ListExportsRequest, ListExportsResponse, ListModulesRequest,
-    ListModulesResponse, ResetIoStatsRequest, ResetIoStatsResponse, ShareRequest, UnshareRequest,
-    UnshareResponse, accel_service_client::AccelServiceClient,
-    bdev_service_client::BdevServiceClient, engine_service_client::EngineServiceClient,
-    export_service_client::ExportServiceClient, stats_service_client::StatsServiceClient,
+    ListModulesResponse, ResetIoStatsRequest, ResetIoStatsResponse, RunPerfRequest,
+    RunPerfResponse, ShareRequest, UnshareRequest, UnshareResponse,
+    accel_service_client::AccelServiceClient, bdev_service_client::BdevServiceClient,
+    engine_service_client::EngineServiceClient, export_service_client::ExportServiceClient,
+    perf_service_client::PerfServiceClient, stats_service_client::StatsServiceClient,
 };
 use tonic::transport::Channel;
 use tonic::{Response, Status};
@@ -23,7 +24,7 @@ use tonic::{Response, Status};
 use crate::cli::{CONNECT_TIMEOUT, EngineAddress};
 use crate::error::{CtlError, root_cause};
 
-/// A connected client of the three services.
+/// A connected client of the engine's services.
 pub(crate) struct Client {
     target: Target,
     bdev: BdevServiceClient<Channel>,
@@ -31,6 +32,7 @@ pub(crate) struct Client {
     engine: EngineServiceClient<Channel>,
     export: ExportServiceClient<Channel>,
     accel: AccelServiceClient<Channel>,
+    perf: PerfServiceClient<Channel>,
 }
 
 /// Where requests go and how long each may take.
@@ -48,7 +50,18 @@ impl Target {
         rpc: &'static str,
         response: impl Future<Output = Result<Response<T>, Status>>,
     ) -> Result<T, CtlError> {
-        match tokio::time::timeout(self.timeout, response).await {
+        self.call_within(rpc, self.timeout, response).await
+    }
+
+    /// [`Target::call`] with a wait of `timeout` (an RPC that takes a while
+    /// by design, such as a perf run).
+    async fn call_within<T>(
+        &self,
+        rpc: &'static str,
+        timeout: Duration,
+        response: impl Future<Output = Result<Response<T>, Status>>,
+    ) -> Result<T, CtlError> {
+        match tokio::time::timeout(timeout, response).await {
             Ok(Ok(response)) => Ok(response.into_inner()),
             Ok(Err(status)) => Err(CtlError::Status {
                 endpoint: self.url.clone(),
@@ -57,7 +70,7 @@ impl Target {
             Err(_) => Err(CtlError::Timeout {
                 endpoint: self.url.clone(),
                 rpc,
-                timeout: self.timeout,
+                timeout,
             }),
         }
     }
@@ -94,7 +107,8 @@ impl Client {
             stats: StatsServiceClient::new(channel.clone()),
             engine: EngineServiceClient::new(channel.clone()),
             export: ExportServiceClient::new(channel.clone()),
-            accel: AccelServiceClient::new(channel),
+            accel: AccelServiceClient::new(channel.clone()),
+            perf: PerfServiceClient::new(channel),
         })
     }
 
@@ -258,6 +272,17 @@ impl Client {
                 "StatsService.GetPoolStats",
                 self.stats.get_pool_stats(request),
             )
+            .await
+    }
+
+    /// `PerfService.Run`: waits for the run's time plus the request timeout.
+    pub(crate) async fn run_perf(
+        &mut self,
+        request: RunPerfRequest,
+    ) -> Result<RunPerfResponse, CtlError> {
+        let timeout = self.target.timeout + Duration::from_secs_f64(request.seconds);
+        self.target
+            .call_within("PerfService.Run", timeout, self.perf.run(request))
             .await
     }
 

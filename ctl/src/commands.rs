@@ -1,5 +1,6 @@
 //! Runs a parsed command: calls the engine and prints the answer as a table
-//! or as JSON, including the `stats io --watch` loop.
+//! or as JSON, including the `stats io --watch` loop; `completions` answers
+//! without the engine.
 //!
 //! Thread: the CLI's main thread, inside its single-threaded tokio runtime.
 
@@ -9,23 +10,35 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::{Instant, MissedTickBehavior};
 
+use clap::CommandFactory;
+use clap_complete::Shell;
+use io_engine_api::v1::RunPerfRequest;
+
 use crate::cli::{
-    AccelCommand, BdevCommand, Cli, Command, EngineCommand, ExportCommand, IoArgs, OutputFormat,
-    StatsCommand,
+    AccelCommand, BdevCommand, Cli, Command, ConfigCommand, EngineCommand, ExportCommand, IoArgs,
+    OutputFormat, PerfArgs, PerfCommand, StatsCommand,
 };
 use crate::client::Client;
+use crate::config_dump::ConfigDump;
 use crate::error::CtlError;
 use crate::rate::interval_rates;
 use crate::render;
 
-/// Connects to the engine, runs `cli.command` and writes its result to `out`.
+/// Runs `cli.command` and writes its result to `out`; every command but
+/// `completions` asks the engine.
 pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlError> {
+    if let Command::Completions { shell } = &cli.command {
+        return completions(*shell, out);
+    }
     let mut client = Client::connect(&cli.endpoint, cli.timeout).await?;
     let mut printer = Printer {
         format: cli.output,
+        headers: !cli.no_headers,
         out,
     };
+    let headers = printer.headers;
     match &cli.command {
+        Command::Completions { .. } => unreachable!("answered without the engine"),
         Command::Bdev(cmd) => match cmd {
             BdevCommand::Create { uri } => {
                 let b = client.create_bdev(uri).await?;
@@ -41,7 +54,7 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
             }
             BdevCommand::List => {
                 let r = client.list_bdevs().await?;
-                printer.show(&r, || render::bdev_list(&r.bdevs))
+                printer.show(&r, || render::bdev_list(&r.bdevs, headers))
             }
             BdevCommand::Share {
                 name,
@@ -63,20 +76,20 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
         Command::Accel(cmd) => match cmd {
             AccelCommand::Modules => {
                 let r = client.accel_modules().await?;
-                printer.show(&r, || render::accel_modules(&r))
+                printer.show(&r, || render::accel_modules(&r, headers))
             }
             AccelCommand::Assignments => {
                 let r = client.accel_assignments().await?;
-                printer.show(&r, || render::accel_assignments(&r))
+                printer.show(&r, || render::accel_assignments(&r, headers))
             }
             AccelCommand::Stats => {
                 let r = client.accel_stats().await?;
-                printer.show(&r, || render::accel_stats(&r))
+                printer.show(&r, || render::accel_stats(&r, headers))
             }
         },
         Command::Export(ExportCommand::List) => {
             let r = client.list_exports().await?;
-            printer.show(&r, || render::export_list(&r.exports))
+            printer.show(&r, || render::export_list(&r.exports, headers))
         }
         Command::Stats(cmd) => match cmd {
             StatsCommand::Io(IoArgs {
@@ -85,7 +98,7 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
                 count: _,
             }) => {
                 let r = client.io_stats(name.as_deref()).await?;
-                printer.show(&r, || render::io_stats(&r))
+                printer.show(&r, || render::io_stats(&r, headers))
             }
             StatsCommand::Io(IoArgs {
                 name,
@@ -102,11 +115,11 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
             }
             StatsCommand::Reactors => {
                 let r = client.reactor_stats().await?;
-                printer.show(&r, || render::reactor_stats(&r))
+                printer.show(&r, || render::reactor_stats(&r, headers))
             }
             StatsCommand::Pools => {
                 let r = client.pool_stats().await?;
-                printer.show(&r, || render::pool_stats(&r))
+                printer.show(&r, || render::pool_stats(&r, headers))
             }
             StatsCommand::Reset { name } => {
                 let r = client.reset_io_stats(name.as_deref()).await?;
@@ -116,6 +129,16 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
                 })
             }
         },
+        Command::Perf(PerfCommand::Run(args)) => {
+            let r = client.run_perf(perf_request(args)).await?;
+            printer.show(&r, || render::perf(&r, headers))
+        }
+        Command::Config(ConfigCommand::Dump) => {
+            let bdevs = client.list_bdevs().await?.bdevs;
+            let exports = client.list_exports().await?.exports;
+            let dump = ConfigDump::new(&bdevs, &exports);
+            printer.show(&dump, || dump.to_toml(&cli.endpoint.url))
+        }
         Command::Engine(EngineCommand::Info) => {
             let e = client.engine_info().await?;
             printer.show(&e, || render::engine_info(&e))
@@ -143,8 +166,14 @@ async fn watch_io(
         match printer.format {
             OutputFormat::Json => printer.write(&json_line(&rates)),
             OutputFormat::Table => {
-                let separator = if done == 0 { "" } else { "\n" };
-                printer.write(&format!("{separator}{}", render::io_rates(&rates)))
+                // Intervals are apart by a blank line, unless bare rows.
+                let separator = if done == 0 || !printer.headers {
+                    ""
+                } else {
+                    "\n"
+                };
+                let table = render::io_rates(&rates, printer.headers);
+                printer.write(&format!("{separator}{table}"))
             }
         }?;
         before = after;
@@ -153,9 +182,35 @@ async fn watch_io(
     Ok(())
 }
 
+/// `completions SHELL`: the completion script of the whole command tree.
+fn completions(shell: Shell, out: &mut impl Write) -> Result<(), CtlError> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "io-engine-ctl", &mut script);
+    out.write_all(&script)
+        .and_then(|()| out.flush())
+        .map_err(CtlError::Output)
+}
+
+/// The `PerfService.Run` request of `perf run`: unset values are the
+/// API's zero values, which take the engine's defaults.
+fn perf_request(args: &PerfArgs) -> RunPerfRequest {
+    RunPerfRequest {
+        bdevs: args.bdevs.clone(),
+        workload: args.workload.clone(),
+        io_size: args.io_size.unwrap_or(0),
+        queue_depth: args.queue_depth.unwrap_or(0),
+        read_percent: args.read_percent,
+        verify: args.verify,
+        seconds: args.time.as_secs_f64(),
+        cores: args.cores.clone(),
+    }
+}
+
 /// Writes results in the chosen format.
 struct Printer<'a, W: Write> {
     format: OutputFormat,
+    /// Tables with their header lines (no `--no-headers`).
+    headers: bool,
     out: &'a mut W,
 }
 

@@ -35,9 +35,17 @@ impl Table {
         self.rows.push(cells);
     }
 
-    /// The table, one line per row, each ending in a newline.
-    pub(crate) fn render(&self) -> String {
-        render_rows(&self.rows, &self.aligns)
+    /// The table, one line per row, each ending in a newline; without the
+    /// header line unless `headers` (`--no-headers`). The column widths are
+    /// the same either way.
+    pub(crate) fn render(&self, headers: bool) -> String {
+        let text = render_rows(&self.rows, &self.aligns);
+        if headers {
+            text
+        } else {
+            text.split_once('\n')
+                .map_or_else(String::new, |(_, rows)| rows.to_owned())
+        }
     }
 }
 
@@ -93,6 +101,50 @@ pub(crate) fn human_size(bytes: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
+/// Values at or above this mean "no limit" (the API's `u64::MAX` or
+/// `i64::MAX` sentinels).
+const UNLIMITED: u64 = i64::MAX as u64;
+
+/// A size limit: [`human_size`], or `unlimited` for the sentinels.
+pub(crate) fn size_limit(bytes: u64) -> String {
+    if bytes >= UNLIMITED {
+        "unlimited".to_owned()
+    } else {
+        human_size(bytes)
+    }
+}
+
+/// A count limit: the number, or `unlimited` for the sentinels.
+pub(crate) fn count_limit(n: u64) -> String {
+    if n >= UNLIMITED {
+        "unlimited".to_owned()
+    } else {
+        n.to_string()
+    }
+}
+
+/// A latency in microseconds with its unit, three significant digits or
+/// more: `850 ns`, `12.3 µs`, `1.25 ms`, `2.50 s`.
+pub(crate) fn human_latency(us: f64) -> String {
+    let (value, unit) = if us < 1.0 {
+        (us * 1000.0, "ns")
+    } else if us < 1000.0 {
+        (us, "µs")
+    } else if us < 1_000_000.0 {
+        (us / 1000.0, "ms")
+    } else {
+        (us / 1_000_000.0, "s")
+    };
+    let decimals = if unit == "ns" || value >= 100.0 {
+        0
+    } else if value >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{value:.decimals$} {unit}")
+}
+
 /// Nanoseconds as microseconds with two decimals (`12.35`).
 pub(crate) fn micros(ns: u64) -> String {
     format!("{:.2}", ns as f64 / 1000.0)
@@ -121,6 +173,12 @@ pub(crate) fn percent(part: u64, whole: u64) -> String {
     } else {
         format!("{:.1}", part as f64 * 100.0 / whole as f64)
     }
+}
+
+/// `text()` when `shown`, else `-` (a latency of an operation that never
+/// ran, say).
+pub(crate) fn dash_unless(shown: bool, text: impl FnOnce() -> String) -> String {
+    if shown { text() } else { "-".to_owned() }
 }
 
 /// `yes` or `no`.
@@ -169,6 +227,26 @@ mod tests {
     }
 
     #[test]
+    fn limits_print_unlimited_for_the_sentinels() {
+        assert_eq!(size_limit(u64::MAX), "unlimited");
+        assert_eq!(size_limit(i64::MAX as u64), "unlimited");
+        assert_eq!(size_limit(1 << 21), "2.0 MiB");
+        assert_eq!(count_limit(u64::MAX), "unlimited");
+        assert_eq!(count_limit(128), "128");
+    }
+
+    #[test]
+    fn latencies_with_units() {
+        assert_eq!(human_latency(0.0), "0 ns");
+        assert_eq!(human_latency(0.85), "850 ns");
+        assert_eq!(human_latency(1.5), "1.50 µs");
+        assert_eq!(human_latency(12.34), "12.3 µs");
+        assert_eq!(human_latency(250.1), "250 µs");
+        assert_eq!(human_latency(1250.0), "1.25 ms");
+        assert_eq!(human_latency(2_500_000.0), "2.50 s");
+    }
+
+    #[test]
     fn percentages() {
         assert_eq!(percent(1, 3), "33.3");
         assert_eq!(percent(0, 0), "-");
@@ -184,17 +262,24 @@ mod tests {
         t.row(vec!["m0".into(), "1.50".into(), "x".into()]);
         t.row(vec!["long-name".into(), "1234.00".into(), String::new()]);
         assert_eq!(
-            t.render(),
+            t.render(true),
             "NAME        AVG µs  NOTE\n\
              m0            1.50  x\n\
              long-name  1234.00\n"
+        );
+        assert_eq!(
+            t.render(false),
+            "m0            1.50  x\n\
+             long-name  1234.00\n",
+            "without headers: the rows, as aligned as with them"
         );
     }
 
     #[test]
     fn table_with_only_a_header() {
         let t = Table::new(&[("NAME", Align::Left), ("SIZE", Align::Right)]);
-        assert_eq!(t.render(), "NAME  SIZE\n");
+        assert_eq!(t.render(true), "NAME  SIZE\n");
+        assert_eq!(t.render(false), "");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 mod cli;
 mod client;
 mod commands;
+mod config_dump;
 mod error;
 mod format;
 mod rate;

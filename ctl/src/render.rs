@@ -5,12 +5,14 @@
 
 use io_engine_api::v1::{
     Bdev, EngineInfo, Export, GetAccelStatsResponse, GetAssignmentsResponse, GetIoStatsResponse,
-    GetPoolStatsResponse, GetReactorStatsResponse, ListModulesResponse, OpStats,
+    GetPoolStatsResponse, GetReactorStatsResponse, ListModulesResponse, OpStats, PerfJob,
+    RunPerfResponse,
 };
 
 use crate::format::{
     Align::{Left, Right},
-    Table, human_duration, human_size, key_values, micros, percent, yes_no,
+    Table, count_limit, dash_unless, human_duration, human_latency, human_size, key_values, micros,
+    percent, size_limit, yes_no,
 };
 use crate::rate::IntervalRates;
 
@@ -35,7 +37,7 @@ pub(crate) fn bdev(b: &Bdev) -> String {
 }
 
 /// Every device, one row each (`bdev list`).
-pub(crate) fn bdev_list(bdevs: &[Bdev]) -> String {
+pub(crate) fn bdev_list(bdevs: &[Bdev], headers: bool) -> String {
     let mut t = Table::new(&[
         ("NAME", Left),
         ("PRODUCT", Left),
@@ -60,11 +62,11 @@ pub(crate) fn bdev_list(bdevs: &[Bdev]) -> String {
             b.uuid.clone(),
         ]);
     }
-    t.render()
+    t.render(headers)
 }
 
 /// Accel modules (`accel modules`).
-pub(crate) fn accel_modules(r: &ListModulesResponse) -> String {
+pub(crate) fn accel_modules(r: &ListModulesResponse, headers: bool) -> String {
     let mut t = Table::new(&[
         ("MODULE", Left),
         ("OPCODES", Left),
@@ -76,21 +78,21 @@ pub(crate) fn accel_modules(r: &ListModulesResponse) -> String {
         t.row(vec![
             m.name.clone(),
             m.opcodes.join(","),
-            m.max_batch.to_string(),
-            m.max_transfer.to_string(),
+            count_limit(m.max_batch),
+            size_limit(m.max_transfer),
             m.implementation.clone(),
         ]);
     }
-    t.render()
+    t.render(headers)
 }
 
 /// Opcode assignments (`accel assignments`), then any fallbacks.
-pub(crate) fn accel_assignments(r: &GetAssignmentsResponse) -> String {
+pub(crate) fn accel_assignments(r: &GetAssignmentsResponse, headers: bool) -> String {
     let mut t = Table::new(&[("OPCODE", Left), ("MODULE", Left)]);
     for a in &r.assignments {
         t.row(vec![a.opcode.clone(), a.module.clone()]);
     }
-    let mut out = t.render();
+    let mut out = t.render(headers);
     for f in &r.fallbacks {
         out.push_str(&format!("fallback: {f}\n"));
     }
@@ -99,7 +101,7 @@ pub(crate) fn accel_assignments(r: &GetAssignmentsResponse) -> String {
 
 /// Accel counters (`accel stats`): pairs that ran, then submissions per
 /// module.
-pub(crate) fn accel_stats(r: &GetAccelStatsResponse) -> String {
+pub(crate) fn accel_stats(r: &GetAccelStatsResponse, headers: bool) -> String {
     let mut t = Table::new(&[
         ("OPCODE", Left),
         ("MODULE", Left),
@@ -115,18 +117,18 @@ pub(crate) fn accel_stats(r: &GetAccelStatsResponse) -> String {
             o.executed.to_string(),
             o.failed.to_string(),
             o.miscompares.to_string(),
-            o.bytes.to_string(),
+            human_size(o.bytes),
         ]);
     }
     let mut m = Table::new(&[("MODULE", Left), ("BATCHES", Right)]);
     for s in &r.modules {
         m.row(vec![s.module.clone(), s.batches.to_string()]);
     }
-    format!("{}\n{}", t.render(), m.render())
+    format!("{}\n{}", t.render(headers), m.render(headers))
 }
 
 /// Shared devices (`export list`).
-pub(crate) fn export_list(exports: &[Export]) -> String {
+pub(crate) fn export_list(exports: &[Export], headers: bool) -> String {
     let mut t = Table::new(&[
         ("DEVICE", Left),
         ("PROTOCOL", Left),
@@ -143,7 +145,7 @@ pub(crate) fn export_list(exports: &[Export]) -> String {
             e.uri.clone(),
         ]);
     }
-    let mut out = t.render();
+    let mut out = t.render(headers);
     // NVMe-oF: who may connect, and the controllers connected.
     for e in exports {
         if !e.allowed_hosts.is_empty() {
@@ -165,7 +167,7 @@ pub(crate) fn export_list(exports: &[Export]) -> String {
 
 /// Cumulative IO counters: a row per device and operation type; the IOs in
 /// flight are the device's, on its first row (`stats io`).
-pub(crate) fn io_stats(r: &GetIoStatsResponse) -> String {
+pub(crate) fn io_stats(r: &GetIoStatsResponse, headers: bool) -> String {
     let mut t = Table::new(&[
         ("DEVICE", Left),
         ("OP", Left),
@@ -188,13 +190,7 @@ pub(crate) fn io_stats(r: &GetIoStatsResponse) -> String {
         ];
         for (i, (op, stats)) in ops.into_iter().enumerate() {
             let s: OpStats = stats.unwrap_or_default();
-            let latency = |ns: u64| {
-                if s.ops == 0 {
-                    "-".to_owned()
-                } else {
-                    micros(ns)
-                }
-            };
+            let latency = |ns: u64| dash_unless(s.ops > 0, || micros(ns));
             t.row(vec![
                 dev.name.clone(),
                 op.to_owned(),
@@ -212,12 +208,12 @@ pub(crate) fn io_stats(r: &GetIoStatsResponse) -> String {
             ]);
         }
     }
-    t.render()
+    t.render(headers)
 }
 
 /// One interval of `stats io --watch`: a line with the engine's uptime and
 /// the interval, then a row of rates per device.
-pub(crate) fn io_rates(r: &IntervalRates) -> String {
+pub(crate) fn io_rates(r: &IntervalRates, headers: bool) -> String {
     const MIB: f64 = 1024.0 * 1024.0;
     let mut t = Table::new(&[
         ("DEVICE", Left),
@@ -239,16 +235,19 @@ pub(crate) fn io_rates(r: &IntervalRates) -> String {
             format!("{:.2}", d.total_bytes_per_sec / MIB),
         ]);
     }
+    if !headers {
+        return t.render(false);
+    }
     format!(
         "engine uptime {}, interval {:.3} s\n{}",
         human_duration(r.uptime_ns),
         r.interval_ns as f64 / 1e9,
-        t.render()
+        t.render(true)
     )
 }
 
 /// Per-reactor counters (`stats reactors`).
-pub(crate) fn reactor_stats(r: &GetReactorStatsResponse) -> String {
+pub(crate) fn reactor_stats(r: &GetReactorStatsResponse, headers: bool) -> String {
     let mut t = Table::new(&[
         ("CORE", Right),
         ("CPU", Right),
@@ -271,12 +270,12 @@ pub(crate) fn reactor_stats(r: &GetReactorStatsResponse) -> String {
             s.messages.to_string(),
         ]);
     }
-    t.render()
+    t.render(headers)
 }
 
 /// Object pools: a row per pool, then a row per pool and core
 /// (`stats pools`).
-pub(crate) fn pool_stats(r: &GetPoolStatsResponse) -> String {
+pub(crate) fn pool_stats(r: &GetPoolStatsResponse, headers: bool) -> String {
     let mut pools = Table::new(&[
         ("POOL", Left),
         ("CAPACITY", Right),
@@ -317,7 +316,44 @@ pub(crate) fn pool_stats(r: &GetPoolStatsResponse) -> String {
             ]);
         }
     }
-    format!("{}\n{}", pools.render(), cores.render())
+    format!("{}\n{}", pools.render(headers), cores.render(headers))
+}
+
+/// A perf run (`perf run`): a row per core and device, then the total.
+pub(crate) fn perf(r: &RunPerfResponse, headers: bool) -> String {
+    let mut t = Table::new(&[
+        ("CORE", Right),
+        ("DEVICE", Left),
+        ("IOPS", Right),
+        ("MiB/s", Right),
+        ("AVG LAT", Right),
+        ("MIN LAT", Right),
+        ("MAX LAT", Right),
+        ("FAILED", Right),
+        ("MISCOMPARES", Right),
+    ]);
+    let row = |t: &mut Table, core: String, device: String, j: &PerfJob| {
+        // A job that completed nothing has no latency to show.
+        let latency = |us: f64| dash_unless(j.ios > 0, || human_latency(us));
+        t.row(vec![
+            core,
+            device,
+            format!("{:.0}", j.iops),
+            format!("{:.2}", j.mib_s),
+            latency(j.avg_lat_us),
+            latency(j.min_lat_us),
+            latency(j.max_lat_us),
+            j.failed.to_string(),
+            j.miscompares.to_string(),
+        ]);
+    };
+    for j in &r.jobs {
+        let core = j.core.map_or_else(|| "-".to_owned(), |c| c.to_string());
+        row(&mut t, core, j.bdev.clone(), j);
+    }
+    let total = r.total.clone().unwrap_or_default();
+    row(&mut t, "total".to_owned(), "-".to_owned(), &total);
+    t.render(headers)
 }
 
 /// The engine, as a key/value list (`engine info`).
@@ -376,7 +412,10 @@ fn none_if_empty(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use io_engine_api::v1::{BdevIoStats, Hugepages, PoolCoreStats, PoolStats, ReactorStats};
+    use io_engine_api::v1::{
+        AccelModule, AccelModuleStats, AccelOpStats, BdevIoStats, Hugepages, PoolCoreStats,
+        PoolStats, ReactorStats,
+    };
 
     use super::*;
     use crate::rate::DeviceRates;
@@ -405,7 +444,7 @@ mod tests {
         big.claimed = true;
         big.open_count = 12;
         assert_eq!(
-            bdev_list(&[malloc("m0", 64, 512), big]),
+            bdev_list(&[malloc("m0", 64, 512), big], true),
             "\
 NAME           PRODUCT      SIZE  BLOCK SIZE  BLOCKS  CLAIMED  OPEN  SHARED  UUID
 m0             malloc   64.0 MiB         512  131072  no          0  no      uuid-m0
@@ -464,7 +503,7 @@ share uri   -
             uptime_ns: 1,
         };
         assert_eq!(
-            io_stats(&r),
+            io_stats(&r, true),
             "\
 DEVICE  OP                OPS    BYTES  ERRORS  AVG µs  MIN µs  MAX µs  IN FLIGHT
 m0      read          1000000  3.8 GiB       0   12.35    1.50  250.13          7
@@ -493,13 +532,139 @@ m0      copy                0      0 B       0       -       -       -
             }],
         };
         assert_eq!(
-            io_rates(&r),
+            io_rates(&r, true),
             "\
 engine uptime 12.500 s, interval 0.500 s
 DEVICE  READ IOPS  WRITE IOPS  TOTAL IOPS  READ MiB/s  WRITE MiB/s  TOTAL MiB/s
 m0           2000           0        2000        7.81         0.00         7.81
 "
         );
+    }
+
+    #[test]
+    fn accel_modules_table_prints_limits_in_units() {
+        let r = ListModulesResponse {
+            modules: vec![
+                AccelModule {
+                    name: "ioat".into(),
+                    opcodes: vec!["copy".into(), "fill".into()],
+                    max_batch: 128,
+                    max_transfer: 2 << 20,
+                    implementation: "I/OAT DMA".into(),
+                },
+                AccelModule {
+                    name: "software".into(),
+                    opcodes: vec!["copy".into()],
+                    max_batch: u64::MAX,
+                    max_transfer: i64::MAX as u64,
+                    implementation: "avx2 kernels".into(),
+                },
+            ],
+        };
+        let expected = "\
+MODULE    OPCODES    MAX BATCH  MAX TRANSFER  IMPLEMENTATION
+ioat      copy,fill        128       2.0 MiB  I/OAT DMA
+software  copy       unlimited     unlimited  avx2 kernels
+";
+        assert_eq!(accel_modules(&r, true), expected);
+        assert_eq!(
+            accel_modules(&r, false),
+            expected.split_once('\n').unwrap().1,
+            "--no-headers drops the header line only"
+        );
+    }
+
+    #[test]
+    fn accel_stats_tables_print_bytes_in_units() {
+        let r = GetAccelStatsResponse {
+            ops: vec![
+                AccelOpStats {
+                    opcode: "copy".into(),
+                    module: "software".into(),
+                    executed: 1000,
+                    failed: 1,
+                    miscompares: 0,
+                    bytes: 4096 * 1000,
+                },
+                AccelOpStats {
+                    opcode: "fill".into(),
+                    module: "software".into(),
+                    ..Default::default()
+                },
+            ],
+            modules: vec![AccelModuleStats {
+                module: "software".into(),
+                batches: 10,
+            }],
+        };
+        assert_eq!(
+            accel_stats(&r, true),
+            "\
+OPCODE  MODULE    EXECUTED  FAILED  MISCOMPARES    BYTES
+copy    software      1000       1            0  3.9 MiB
+
+MODULE    BATCHES
+software       10
+"
+        );
+        assert_eq!(
+            accel_stats(&r, false),
+            "copy    software      1000       1            0  3.9 MiB\n\nsoftware       10\n",
+            "the widths stay those of the table with headers"
+        );
+    }
+
+    #[test]
+    fn perf_table() {
+        let job = |core: Option<u32>, bdev: &str, ios: u64| PerfJob {
+            core,
+            bdev: bdev.into(),
+            ios,
+            seconds: 1.0,
+            iops: ios as f64,
+            mib_s: ios as f64 * 4096.0 / 1048576.0,
+            avg_lat_us: 12.345,
+            min_lat_us: 0.9,
+            max_lat_us: 1500.0,
+            failed: 0,
+            miscompares: 0,
+        };
+        let r = RunPerfResponse {
+            jobs: vec![job(Some(0), "m0", 250_000), job(Some(1), "m0", 0)],
+            total: Some(job(None, "", 250_000)),
+        };
+        assert_eq!(
+            perf(&r, true),
+            concat!(
+                " CORE  DEVICE    IOPS   MiB/s  AVG LAT  MIN LAT  MAX LAT  FAILED  MISCOMPARES\n",
+                "    0  m0      250000  976.56  12.3 µs   900 ns  1.50 ms       0            0\n",
+                "    1  m0           0    0.00        -        -        -       0            0\n",
+                "total  -       250000  976.56  12.3 µs   900 ns  1.50 ms       0            0\n",
+            )
+        );
+        assert!(!perf(&r, false).contains("IOPS"));
+    }
+
+    #[test]
+    fn no_headers_drops_every_header_line() {
+        let rates = IntervalRates {
+            uptime_ns: 1,
+            interval_ns: 1,
+            stats: vec![],
+        };
+        assert_eq!(io_rates(&rates, false), "", "no interval line either");
+        assert_eq!(
+            bdev_list(&[malloc("m0", 64, 512)], false).lines().count(),
+            1
+        );
+        let reactors = GetReactorStatsResponse {
+            reactors: vec![ReactorStats::default()],
+        };
+        assert!(!reactor_stats(&reactors, false).contains("CORE"));
+        assert!(!export_list(&[], false).contains("DEVICE"));
+        assert!(!accel_assignments(&GetAssignmentsResponse::default(), false).contains("OPCODE"));
+        assert!(!io_stats(&GetIoStatsResponse::default(), false).contains("DEVICE"));
+        assert!(!pool_stats(&GetPoolStatsResponse::default(), false).contains("POOL"));
     }
 
     #[test]
@@ -524,7 +689,7 @@ m0           2000           0        2000        7.81         0.00         7.81
             ],
         };
         assert_eq!(
-            reactor_stats(&r),
+            reactor_stats(&r, true),
             "\
 CORE  CPU  POLL MODE  ITERATIONS     BUSY     IDLE  BUSY %  MESSAGES
    0    2  busy        123456789  1.000 s  3.000 s    25.0        42
@@ -561,7 +726,7 @@ CORE  CPU  POLL MODE  ITERATIONS     BUSY     IDLE  BUSY %  MESSAGES
             }],
         };
         assert_eq!(
-            pool_stats(&r),
+            pool_stats(&r, true),
             "\
 POOL     CAPACITY  CACHE SIZE  AVAILABLE  IN USE  EXHAUSTED
 bdev_io     65536         256      65000     536          0

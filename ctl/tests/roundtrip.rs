@@ -361,6 +361,19 @@ n0    null      1.0 GiB         512  2097152  yes         1  no      00000000-00
 }
 
 #[test]
+fn no_headers_prints_the_rows_only() {
+    let url = start_engine();
+    let table = ok(&url, &["bdev", "list"]);
+    assert_eq!(
+        ok(&url, &["bdev", "list", "--no-headers"]),
+        table.split_once('\n').unwrap().1
+    );
+    let text = ok(&url, &["--no-headers", "stats", "reactors"]);
+    assert!(!text.contains("CORE"), "{text}");
+    assert_eq!(text.lines().count(), 2, "{text}");
+}
+
+#[test]
 fn bdev_list_json() {
     let url = start_engine();
     let v = json_ok(&url, &["bdev", "list"]);

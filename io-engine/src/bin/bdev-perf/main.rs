@@ -26,7 +26,7 @@ use io_engine::reactor::{PollMode, Reactors};
 /// in flight for the given time. Exit status: 0 on success, 1 if any IO
 /// failed or miscompared, 2 on a usage or setup error.
 #[derive(Parser, Debug)]
-#[command(name = "bdev-perf", version, about, long_about = None)]
+#[command(name = "bdev-perf", version)]
 struct Args {
     /// Cores as a hex mask (SPDK's -m), e.g. 0x3.
     #[arg(short = 'm', long = "reactor-mask", conflicts_with = "core_list")]
