@@ -77,5 +77,5 @@ ENV IO_ENGINE_CONFIG=/etc/io-engine/io-engine.toml
 EXPOSE 10124 9502 10809
 USER 10001:10001
 # No HEALTHCHECK: Kubernetes probes the gRPC health service itself
-# (deploy/kubernetes/daemonset.yaml); elsewhere, `io-engine-ctl engine info`.
+# (deploy/kubernetes/base/daemonset.yaml); elsewhere, `io-engine-ctl engine info`.
 ENTRYPOINT ["/usr/local/bin/io-engine"]

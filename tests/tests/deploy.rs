@@ -7,8 +7,14 @@
 //! - every Kubernetes manifest, the kustomizations' output and
 //!   `helm template` output by `kubernetes-validate --strict`; the chart by
 //!   `helm lint --strict`, its values by its schema;
-//! - what the DaemonSets must say (whole cores, hugepages, probes, grace
-//!   period, privilege only for VFIO), in the kustomize and Helm renderings;
+//! - what the DaemonSets must say (whole cores and as many reactors,
+//!   hugepages, a startup and a readiness probe but no liveness probe,
+//!   OnDelete updates, a priority class, the x86-64 nodes, grace period,
+//!   privilege and /dev/vfio only for VFIO), and their Service (not-ready
+//!   addresses published), in the kustomize and Helm renderings;
+//! - the image they name: what `scripts/build-image` makes;
+//! - the poll mode: adaptive by default, busy one value away;
+//! - the docs' order: the namespace's Pod Security label before the install;
 //! - the engine configs they ship started by the real daemon;
 //! - the scrape configs by `promtool check config`.
 //!
@@ -33,7 +39,7 @@ const HELM_VARIANTS: &[&str] = &[
     "ioat:\n  enabled: true\n",
     "serviceMonitor:\n  enabled: true\n  release: kube-prometheus-stack\n",
     "serviceMonitor:\n  enabled: false\n\
-     pollMode: adaptive\n\
+     pollMode: busy\n\
      cores: 4\n\
      hugepages: 2Gi\n\
      coreList: \"2-5\"\n\
@@ -272,7 +278,7 @@ fn kubernetes_manifests_validate_strictly() {
         .into_iter()
         .filter(|f| !f.ends_with("kustomization.yaml"))
         .collect();
-    assert_eq!(files.len(), 5, "{files:?}");
+    assert_eq!(files.len(), 6, "{files:?}");
     for file in &files {
         let (ok, output) = kubernetes_validate(file, None);
         let text = std::fs::read_to_string(workspace_root().join(file)).expect("a manifest");
@@ -290,9 +296,15 @@ fn kubernetes_manifests_validate_strictly() {
             .iter()
             .map(|d| d["kind"].as_str().unwrap_or("?").to_owned())
             .collect();
-        let mut expected: BTreeSet<String> = ["Namespace", "ConfigMap", "DaemonSet", "Service"]
-            .map(String::from)
-            .into();
+        let mut expected: BTreeSet<String> = [
+            "Namespace",
+            "PriorityClass",
+            "ConfigMap",
+            "DaemonSet",
+            "Service",
+        ]
+        .map(String::from)
+        .into();
         // Only the monitoring overlay has a ServiceMonitor: applying one
         // to a cluster without the Prometheus Operator's CRDs fails.
         if dir.ends_with("monitoring") {
@@ -378,15 +390,37 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
         assert!(
             spec["nodeSelector"]
                 .as_object()
-                .is_some_and(|m| !m.is_empty()),
+                .is_some_and(|m| m.len() > 1),
             "{what}: a nodeSelector"
+        );
+        assert_eq!(
+            spec["nodeSelector"]["kubernetes.io/arch"], "amd64",
+            "{what}: the image is x86-64 only"
         );
         // The drain takes at most 4.5 s, the teardown after it 0.3 s more.
         let grace = spec["terminationGracePeriodSeconds"].as_u64().unwrap_or(30);
         assert!((6..=30).contains(&grace), "{what}: grace {grace}");
-        assert_eq!(
-            ds["spec"]["updateStrategy"]["type"], "RollingUpdate",
-            "{what}"
+        // A restart loses the node's malloc devices and NBD sessions: the
+        // operator chooses when (no rolling update by default), and a new
+        // engine is available only after being ready a while.
+        assert_eq!(ds["spec"]["updateStrategy"]["type"], "OnDelete", "{what}");
+        assert!(
+            ds["spec"]["minReadySeconds"]
+                .as_u64()
+                .is_some_and(|s| s > 0),
+            "{what}: minReadySeconds"
+        );
+        // A priority class, shipped with the rendering (a class of its
+        // own) or the system's node-critical one.
+        let class = spec["priorityClassName"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: no priorityClassName"));
+        assert!(
+            class == "system-node-critical"
+                || docs
+                    .iter()
+                    .any(|d| d["kind"] == "PriorityClass" && d["metadata"]["name"] == class),
+            "{what}: PriorityClass {class} is not shipped"
         );
 
         let containers = spec["containers"].as_array().expect("containers");
@@ -404,6 +438,22 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
         assert!(requests["memory"].is_string(), "{what}: memory");
         assert!(requests["hugepages-2Mi"].is_string(), "{what}: hugepages");
 
+        // As many reactors as whole CPUs, unless a list names the cores; the
+        // image's entrypoint, with no shell wrapper choosing them.
+        assert!(
+            c.get("command").is_none_or(Value::is_null),
+            "{what}: a command: {}",
+            c["command"]
+        );
+        let value = |name: &str| env_entry(c, name).map(|e| e["value"].clone());
+        if what.contains("coreList") {
+            assert_eq!(value("IO_ENGINE_CORE_LIST"), Some("2-5".into()), "{what}");
+            assert_eq!(value("IO_ENGINE_CORE_COUNT"), None, "{what}");
+        } else {
+            assert_eq!(value("IO_ENGINE_CORE_COUNT"), Some(cpu.into()), "{what}");
+            assert_eq!(value("IO_ENGINE_CORE_LIST"), None, "{what}");
+        }
+
         // The gRPC health service, on the port the engine listens on.
         let port_of = |name: &str| {
             c["ports"]
@@ -413,9 +463,22 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
                 .unwrap_or_else(|| panic!("{what}: no {name} port"))
         };
         let grpc_port = port_of("grpc");
-        for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        for probe in ["readinessProbe", "startupProbe"] {
             assert_eq!(c[probe]["grpc"]["port"], grpc_port, "{what}: {probe}");
         }
+        // No restart on a slow answer; out of the Service after a few.
+        assert!(
+            c.get("livenessProbe").is_none_or(Value::is_null),
+            "{what}: a liveness probe restarts the engine: {}",
+            c["livenessProbe"]
+        );
+        let threshold = c["readinessProbe"]["failureThreshold"]
+            .as_u64()
+            .unwrap_or(3);
+        assert!(
+            threshold >= 3,
+            "{what}: readiness failureThreshold {threshold}"
+        );
         let grpc_addr = env_entry(c, "IO_ENGINE_GRPC_ADDR").expect("IO_ENGINE_GRPC_ADDR");
         assert_eq!(
             grpc_addr["value"].as_str(),
@@ -427,7 +490,8 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
             assert_eq!(e["valueFrom"]["fieldRef"]["fieldPath"], field, "{what}");
         }
 
-        // Mounts: the config over the image's, hugepages, VFIO.
+        // Mounts: the config over the image's, hugepages, VFIO with I/OAT
+        // only; every volume mounted.
         let volumes: BTreeMap<String, &Value> = spec["volumes"]
             .as_array()
             .expect("volumes")
@@ -449,10 +513,22 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
             volumes[&mounts["/dev/hugepages"]]["emptyDir"]["medium"], "HugePages-2Mi",
             "{what}"
         );
-        assert_eq!(
-            volumes[&mounts["/dev/vfio"]]["hostPath"]["path"], "/dev/vfio",
-            "{what}"
-        );
+        let mounted: BTreeSet<&String> = mounts.values().collect();
+        for name in volumes.keys() {
+            assert!(mounted.contains(name), "{what}: volume {name} unmounted");
+        }
+        let host_paths: Vec<&str> = volumes
+            .values()
+            .filter_map(|v| v["hostPath"]["path"].as_str())
+            .collect();
+        let used: &[&str] = if ioat { &["/dev/vfio"] } else { &[] };
+        assert_eq!(host_paths, used, "{what}: host paths");
+        if ioat {
+            assert_eq!(
+                volumes[&mounts["/dev/vfio"]]["hostPath"]["path"], "/dev/vfio",
+                "{what}"
+            );
+        }
         let config = volumes[&mounts["/etc/io-engine"]]["configMap"]["name"].clone();
         let cm = only(&docs, "ConfigMap", &what);
         assert_eq!(cm["metadata"]["name"], config, "{what}");
@@ -479,6 +555,11 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
         // The Service selects these pods and names the metrics port, which
         // the ServiceMonitor (where there is one) scrapes.
         let svc = only(&docs, "Service", &what);
+        // A sick engine stays in the DNS answer (a target with up == 0).
+        assert_eq!(
+            svc["spec"]["publishNotReadyAddresses"], true,
+            "{what}: publishNotReadyAddresses"
+        );
         for (k, v) in svc["spec"]["selector"].as_object().expect("a selector") {
             assert_eq!(&pod_labels[k], v, "{what}: Service selector {k}");
         }
@@ -501,6 +582,79 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
             }
             assert_eq!(sm["spec"]["endpoints"][0]["port"], "metrics", "{what}");
             assert_eq!(sm["spec"]["endpoints"][0]["path"], "/metrics", "{what}");
+        }
+    }
+}
+
+/// `scripts/build-image` with `args` (`--print-ref`: builds nothing).
+fn build_image(args: &[&str]) -> String {
+    let mut c = cmd(workspace_root().join("scripts/build-image"), args);
+    c.env_remove("IO_ENGINE_IMAGE_REPOSITORY");
+    run_ok(c, None).trim().to_owned()
+}
+
+/// The image of the one container of a rendering's DaemonSet.
+fn image_of(docs: &[Value], what: &str) -> String {
+    only(docs, "DaemonSet", what)["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{what}: no image"))
+        .to_owned()
+}
+
+#[test]
+fn the_manifests_name_the_image_build_image_makes() {
+    let made = build_image(&["--print-ref"]);
+    assert_eq!(made, format!("io-engine:{}", env!("CARGO_PKG_VERSION")));
+    for (what, docs) in renderings() {
+        assert_eq!(image_of(&docs, &what), made, "{what}");
+    }
+    // A repository of one's own: the same reference on both sides.
+    let repo = "registry.example:5000/storage/io-engine";
+    let made = build_image(&["--repository", repo, "--print-ref"]);
+    assert_eq!(made, format!("{repo}:{}", env!("CARGO_PKG_VERSION")));
+    let docs = yaml_documents(&helm_template(&format!("image: {{repository: {repo}}}\n")));
+    assert_eq!(image_of(&docs, "helm"), made);
+    assert_eq!(build_image(&["--print-ref", "x/y:1"]), "x/y:1");
+}
+
+#[test]
+fn the_poll_mode_is_adaptive_by_default_and_busy_one_value_away() {
+    let mode = |docs: &[Value], what: &str| -> String {
+        let toml = config_toml(docs, what);
+        toml.lines()
+            .find_map(|l| l.trim().strip_prefix("poll-mode = "))
+            .unwrap_or_else(|| panic!("{what}: no poll-mode in\n{toml}"))
+            .trim_matches('"')
+            .to_owned()
+    };
+    for dir in ["deploy/kubernetes", "deploy/kubernetes/ioat"] {
+        assert_eq!(mode(&yaml_documents(&kustomize(dir)), dir), "adaptive");
+    }
+    assert_eq!(
+        mode(&yaml_documents(&helm_template("")), "helm"),
+        "adaptive"
+    );
+    let busy = yaml_documents(&helm_template("pollMode: busy\n"));
+    assert_eq!(mode(&busy, "helm pollMode: busy"), "busy");
+}
+
+#[test]
+fn the_docs_label_the_namespace_before_installing() {
+    // Pod Security admission checks pods when they are created: a label
+    // set after `helm install` comes after the DaemonSet's pods are refused.
+    for doc in [
+        "README.md",
+        "docs/operations.md",
+        "deploy/helm/io-engine/README.md",
+    ] {
+        let text = std::fs::read_to_string(workspace_root().join(doc)).expect("a doc");
+        let install = text.find("helm install ");
+        let label = text.find("pod-security.kubernetes.io/enforce=privileged");
+        if let Some(install) = install {
+            assert!(
+                label.is_some_and(|l| l < install),
+                "{doc}: the namespace's Pod Security label must come before `helm install`"
+            );
         }
     }
 }

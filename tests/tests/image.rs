@@ -2,14 +2,17 @@
 //! (the command docs/operations.md gives) makes a Debian base with
 //! debootstrap, imports it into buildah and builds the Dockerfile's runtime
 //! stage with the release binaries (`buildah bud --isolation chroot`).
-//! Inside the image: `io-engine --version`, the unprivileged user, and the
-//! daemon started as the DaemonSet starts it (its command, the ConfigMap's
-//! config, the cores from the cpuset), answering `io-engine-ctl` and
-//! exiting 0 on SIGTERM.
+//! It builds under the reference the manifests name (`io-engine:VERSION`)
+//! and writes the archive a cluster's nodes import. Inside the image:
+//! `io-engine --version`, the unprivileged user, and the daemon started as
+//! the DaemonSet starts it (its args and environment, the ConfigMap's
+//! config), answering `io-engine-ctl` and exiting 0 on SIGTERM.
 //!
 //! The image lives in buildah storage of the test's own under
 //! TARGET/image/storage; the debootstrap tarball is cached in TARGET/image/,
-//! so only a fresh clone's first run fetches packages.
+//! so only a fresh clone's first run fetches packages. debootstrap and
+//! buildah need root: as root they run directly, otherwise through sudo
+//! (build-image and this test each say which).
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -21,7 +24,9 @@ use io_engine_tests::tools::{TempDir, run_ok_within, system_tool, yaml_file};
 use io_engine_tests::{available_cpus, bin, output_with_timeout, target_dir, workspace_root};
 use serde_json::Value;
 
-const TAG: &str = "localhost/io-engine:test";
+/// The reference `scripts/build-image` tags by default, and the chart and
+/// kustomize name (tests/tests/deploy.rs checks the manifests).
+const TAG: &str = concat!("io-engine:", env!("CARGO_PKG_VERSION"));
 
 /// First build: debootstrap of a minimal base (seconds to a minute or two
 /// with a slow mirror) and the image; later ones take seconds.
@@ -33,10 +38,23 @@ fn storage() -> PathBuf {
     target_dir().join("image").join("storage")
 }
 
+/// Whether this test runs as root; otherwise buildah runs through sudo, as
+/// in `scripts/build-image`.
+fn root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
 /// `buildah` on the test's storage.
 fn buildah(args: &[&str]) -> Command {
     let store = storage();
-    let mut cmd = Command::new(system_tool("buildah", "buildah"));
+    let buildah = system_tool("buildah", "buildah");
+    let mut cmd = if root() {
+        Command::new(buildah)
+    } else {
+        let mut sudo = Command::new(system_tool("sudo", "sudo"));
+        sudo.arg(buildah);
+        sudo
+    };
     cmd.arg("--root")
         .arg(store.join("root"))
         .arg("--runroot")
@@ -85,11 +103,11 @@ fn free_port() -> u16 {
     listener.local_addr().expect("its address").port()
 }
 
-/// Run inside the container: the DaemonSet's command (`$DS_SCRIPT`, with
-/// `--poll-mode adaptive` as its args) in the background, `io-engine-ctl`
-/// until it answers, then SIGTERM and the exit status.
+/// Run inside the container, with the DaemonSet's args as "$@": the engine
+/// in the background, `io-engine-ctl` until it answers, then SIGTERM and
+/// the exit status.
 const POD: &str = r#"
-sh -c "$DS_SCRIPT" io-engine --poll-mode adaptive &
+io-engine "$@" &
 pid=$!
 i=0
 until io-engine-ctl engine info >/dev/null 2>&1; do
@@ -137,15 +155,46 @@ fn the_runtime_image_builds_and_runs_the_daemon_as_the_daemonset_does() {
     );
 
     let started = std::time::Instant::now();
+    eprintln!(
+        "{}",
+        if root() {
+            "root: debootstrap and buildah run directly"
+        } else {
+            "not root: debootstrap and buildah run through sudo"
+        }
+    );
+    // The default reference, and the archive `kind load image-archive`
+    // and `ctr images import` take.
+    let dir = TempDir::new("image");
+    let archive = dir.path().join("io-engine.tar");
     let mut build = Command::new(workspace_root().join("scripts/build-image"));
     build
-        .arg(TAG)
+        .arg("--archive")
+        .arg(&archive)
         .current_dir(workspace_root())
+        .env_remove("IO_ENGINE_IMAGE_REPOSITORY")
         .env("IO_ENGINE_IMAGE_NO_BUILD", "1")
         .env("IO_ENGINE_IMAGE_STORAGE", storage());
     let out = ok(build, BUILD_TIMEOUT);
     assert_eq!(out.lines().last(), Some(TAG), "{out}");
     eprintln!("image built in {:?}", started.elapsed());
+
+    // A docker-archive of one image named TAG as containerd and the kubelet
+    // spell it (docker.io/library/...): what the kubelet looks for once a
+    // node imports it. (buildah adds its local name, localhost/...)
+    let mut manifest = Command::new("tar");
+    manifest.arg("-xOf").arg(&archive).arg("manifest.json");
+    let manifest: Value =
+        serde_json::from_str(&ok(manifest, RUN_TIMEOUT)).expect("the archive's manifest.json");
+    assert_eq!(manifest.as_array().map(Vec::len), Some(1), "{manifest}");
+    let kubelet_name = format!("docker.io/library/{TAG}");
+    assert!(
+        manifest[0]["RepoTags"]
+            .as_array()
+            .is_some_and(|tags| tags.iter().any(|t| *t == kubelet_name)),
+        "{kubelet_name} in {manifest}"
+    );
+    drop(dir);
 
     // The image's configuration.
     let inspect = ok(buildah(&["inspect", "--type", "image", TAG]), RUN_TIMEOUT);
@@ -185,36 +234,58 @@ fn the_runtime_image_builds_and_runs_the_daemon_as_the_daemonset_does() {
         assert!(help.contains("Usage"), "{tool}: {help}");
     }
 
-    // As the DaemonSet starts it: its command, the ConfigMap's config over
-    // the image's, the addresses from the environment (here loopback), the
-    // cores from the container's cpuset.
+    // As the DaemonSet starts it: the image's entrypoint with its args
+    // (and --poll-mode adaptive), its environment (the reactor count), the
+    // ConfigMap's config over the image's, the addresses here loopback.
     let ds = yaml_file("deploy/kubernetes/base/daemonset.yaml");
-    let command = &ds[0]["spec"]["template"]["spec"]["containers"][0]["command"];
-    assert_eq!(command[0], "/bin/sh");
-    assert_eq!(command[1], "-c");
-    let script = command[2].as_str().expect("the DaemonSet's script");
+    let container = &ds[0]["spec"]["template"]["spec"]["containers"][0];
+    assert!(container.get("command").is_none(), "{container}");
+    let mut args: Vec<&str> = container["args"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    args.extend(["--poll-mode", "adaptive"]);
+    let env: Vec<String> = container["env"]
+        .as_array()
+        .expect("the DaemonSet's env")
+        .iter()
+        .filter_map(|e| {
+            Some(format!(
+                "--env={}={}",
+                e["name"].as_str()?,
+                e["value"].as_str()?
+            ))
+        })
+        .filter(|e| !e.contains("$("))
+        .collect();
+    let count: usize = container["env"]
+        .as_array()
+        .and_then(|env| env.iter().find(|e| e["name"] == "IO_ENGINE_CORE_COUNT"))
+        .and_then(|e| e["value"].as_str()?.parse().ok())
+        .expect("IO_ENGINE_CORE_COUNT in the DaemonSet");
     let cm = yaml_file("deploy/kubernetes/base/configmap.yaml");
     let toml = cm[0]["data"]["io-engine.toml"]
         .as_str()
         .expect("the config");
+    // The ConfigMap's poll mode turned busy here: the args' adaptive must
+    // win, which shows the args reach the engine.
+    assert!(toml.contains("poll-mode = \"adaptive\""), "{toml}");
+    let toml = toml.replace("poll-mode = \"adaptive\"", "poll-mode = \"busy\"");
     let dir = TempDir::new("image-config");
-    dir.write("io-engine.toml", toml);
+    dir.write("io-engine.toml", &toml);
     let (grpc, metrics, nbd) = (free_port(), free_port(), free_port());
-    let opts = [
+    let mut opts = vec![
         format!("--volume={}:/etc/io-engine:ro", dir.path().display()),
         format!("--env=IO_ENGINE_GRPC_ADDR=127.0.0.1:{grpc}"),
         format!("--env=IO_ENGINE_METRICS_ADDR=127.0.0.1:{metrics}"),
         format!("--env=IO_ENGINE_NBD_ADDR=127.0.0.1:{nbd}"),
         format!("--env=IO_ENGINE_ENDPOINT=http://127.0.0.1:{grpc}"),
-        format!("--env=DS_SCRIPT={script}"),
     ];
-    let out = ctr.run(&opts, &["sh", "-c", POD]);
+    opts.extend(env);
+    let mut command = vec!["sh", "-c", POD, "sh"];
+    command.extend(args);
+    let out = ctr.run(&opts, &command);
     let info = section(&out, "engine info");
-    assert_eq!(
-        info["cores"],
-        serde_json::json!(available_cpus()),
-        "the cores of the cpuset: {info}"
-    );
     assert_eq!(
         info["poll_mode"], "adaptive",
         "args reach the engine: {info}"
@@ -231,5 +302,24 @@ fn the_runtime_image_builds_and_runs_the_daemon_as_the_daemonset_does() {
         "{exports}"
     );
     assert!(out.trim_end().ends_with("--- exit status 0"), "{out}");
+    // IO_ENGINE_CORE_COUNT reactors on CPUs of the cpuset.
+    let available = available_cpus();
+    let cores: Vec<u32> = info["cores"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .filter_map(|c| c.as_u64()?.try_into().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        cores.len(),
+        count.min(available.len()),
+        "IO_ENGINE_CORE_COUNT={count} reactors: {info}"
+    );
+    assert!(
+        cores.iter().all(|c| available.contains(c)),
+        "the cores of the cpuset {available:?}: {info}"
+    );
     eprintln!("image test done in {:?}", started.elapsed());
 }

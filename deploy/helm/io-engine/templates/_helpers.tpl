@@ -23,6 +23,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* The pods' PriorityClass: priorityClassName, or the chart's own. */}}
+{{- define "io-engine.priorityClassName" -}}
+{{- .Values.priorityClassName | default (printf "%s-node-critical" (include "io-engine.fullname" .)) -}}
+{{- end -}}
+
 {{/* A TOML array of strings. */}}
 {{- define "io-engine.tomlList" -}}
 [{{ range $i, $v := . }}{{ if $i }}, {{ end }}{{ $v | quote }}{{ end }}]
