@@ -166,9 +166,14 @@ fn kubernetes_validate(input: &str, stdin: Option<&[u8]>) -> (bool, String) {
     (out.status.success(), said(&out))
 }
 
+/// The Prometheus Operator's kinds: only in the monitoring overlay, and
+/// outside core Kubernetes' schemas.
+const OPERATOR_KINDS: [&str; 2] = ["ServiceMonitor", "PrometheusRule"];
+
 /// Checks a strict validation of `yaml` passed for every resource: an
 /// INFO "passed" line for each, and warnings only for the kind that has no
-/// schema in core Kubernetes (the Prometheus Operator's ServiceMonitor).
+/// schema in core Kubernetes (the Prometheus Operator's ServiceMonitor and
+/// PrometheusRule).
 fn assert_validated(what: &str, yaml: &str, ok: bool, output: &str) {
     assert!(ok, "kubernetes-validate --strict {what}:\n{output}");
     let mut passed = 0;
@@ -177,14 +182,15 @@ fn assert_validated(what: &str, yaml: &str, ok: bool, output: &str) {
             passed += 1;
         } else {
             assert!(
-                line.starts_with("WARN ") && line.contains("kind ServiceMonitor"),
+                line.starts_with("WARN ")
+                    && OPERATOR_KINDS.iter().any(|k| line.contains(&format!("kind {k}"))),
                 "kubernetes-validate {what}: {line}"
             );
         }
     }
     let checkable = yaml_documents(yaml)
         .iter()
-        .filter(|d| d["kind"] != "ServiceMonitor")
+        .filter(|d| !OPERATOR_KINDS.iter().any(|k| d["kind"] == *k))
         .count();
     assert_eq!(passed, checkable, "{what}: resources validated\n{output}");
 }
@@ -305,10 +311,10 @@ fn kubernetes_manifests_validate_strictly() {
         ]
         .map(String::from)
         .into();
-        // Only the monitoring overlay has a ServiceMonitor: applying one
-        // to a cluster without the Prometheus Operator's CRDs fails.
+        // Only the monitoring overlay has the operator's kinds: applying
+        // them to a cluster without the Prometheus Operator's CRDs fails.
         if dir.ends_with("monitoring") {
-            expected.insert("ServiceMonitor".into());
+            expected.extend(OPERATOR_KINDS.map(String::from));
         }
         assert_eq!(kinds, expected, "{dir}");
     }

@@ -13,7 +13,8 @@
 //!   Prometheus raising IoEngineDown for the dead target alone;
 //! - the chart's PrometheusRule: the rules file's groups as they are,
 //!   rendered where the ServiceMonitor would be (auto, true, false; the
-//!   `release` label); the ServiceMonitors naming the job the rules expect.
+//!   `release` label); the kustomize monitoring overlay's copy of them; the
+//!   ServiceMonitors naming the job the rules expect.
 //!
 //! Every process listens on 127.0.0.1 only and is killed when the test
 //! ends, passed or failed; every wait is bounded.
@@ -513,12 +514,23 @@ fn the_chart_renders_the_rules_file_as_a_prometheus_rule_where_the_operator_is()
     assert_eq!(asked["metadata"]["labels"]["release"], "kps");
     assert_eq!(asked["metadata"]["labels"]["team"], "storage");
 
-    // The rules of the plain file, exactly.
+    // The rules of the plain file, exactly; the kustomize monitoring
+    // overlay's copy too (kustomize cannot wrap a file into a resource).
     let plain = yaml_file(RULES);
     assert_eq!(
         auto["spec"], plain[0],
         "the PrometheusRule's spec and {RULES}"
     );
+    let mut kustomize = Command::new(tool("kubectl"));
+    kustomize.args(["kustomize", "deploy/kubernetes/monitoring"]);
+    let overlay = find_kind(&run_ok(kustomize, None), "PrometheusRule")
+        .expect("the monitoring overlay's PrometheusRule");
+    assert_eq!(
+        overlay["spec"], plain[0],
+        "deploy/kubernetes/monitoring/prometheusrule.yaml's spec and {RULES}: \
+         regenerate it as its comment says"
+    );
+    assert_eq!(overlay["metadata"]["namespace"], "io-engine", "{overlay}");
 
     // The rendering passes yamllint and the chart helm lint; the schema
     // knows the new values.

@@ -48,7 +48,7 @@ use workload::Workload;
 /// status: 0 on success, 1 if any command failed or a verify mismatched,
 /// 2 on a usage or connection error.
 #[derive(Parser, Debug)]
-#[command(name = "nvmf-perf", version, about, long_about = None)]
+#[command(name = "nvmf-perf", version)]
 struct Args {
     /// Commands in flight per connection.
     #[arg(short = 'q', long = "io-depth", value_parser = clap::value_parser!(u32).range(1..=65535))]
