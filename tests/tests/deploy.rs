@@ -183,7 +183,9 @@ fn assert_validated(what: &str, yaml: &str, ok: bool, output: &str) {
         } else {
             assert!(
                 line.starts_with("WARN ")
-                    && OPERATOR_KINDS.iter().any(|k| line.contains(&format!("kind {k}"))),
+                    && OPERATOR_KINDS
+                        .iter()
+                        .any(|k| line.contains(&format!("kind {k}"))),
                 "kubernetes-validate {what}: {line}"
             );
         }
