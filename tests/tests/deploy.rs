@@ -286,7 +286,7 @@ fn kubernetes_manifests_validate_strictly() {
         .into_iter()
         .filter(|f| !f.ends_with("kustomization.yaml"))
         .collect();
-    assert_eq!(files.len(), 6, "{files:?}");
+    assert_eq!(files.len(), 7, "{files:?}");
     for file in &files {
         let (ok, output) = kubernetes_validate(file, None);
         let text = std::fs::read_to_string(workspace_root().join(file)).expect("a manifest");
