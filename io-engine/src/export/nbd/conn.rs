@@ -89,6 +89,8 @@ pub struct Connection {
     payload_start: Cell<u64>,
     /// A request waits for a buffer that the output holds: send it now.
     starved: Cell<bool>,
+    /// When that request's header was first read (TSC).
+    starved_since: Cell<u64>,
     reg: RefCell<Option<FdRegistration>>,
     poller: RefCell<Option<PollerHandle>>,
     exports: Arc<Exports>,
@@ -134,6 +136,7 @@ impl Connection {
             writes: RefCell::new(Vec::new()),
             payload_start: Cell::new(0),
             starved: Cell::new(false),
+            starved_since: Cell::new(0),
             reg: RefCell::new(None),
             poller: RefCell::new(None),
             exports,
@@ -489,18 +492,23 @@ impl Connection {
         let Some((req, used)) = RequestParser::parse(input)? else {
             return Ok(0);
         };
-        let start = tsc::now();
+        let mut start = tsc::now();
         let valid = validate(&req, &tx.export, tx.structured, tx.block_status.is_some());
         let buf = match (valid, req.kind) {
             (Ok(()), Command::Read | Command::Write) => match tx.bufs.take(req.length as usize) {
                 Some(buf) => {
-                    self.starved.set(false);
+                    if self.starved.replace(false) {
+                        // Its header was first read when it starved.
+                        start = self.starved_since.get();
+                    }
                     Some(buf)
                 }
                 // Every buffer is out: wait for one to come back (the
                 // request is parsed, and counted, again then).
                 None => {
-                    self.starved.set(true);
+                    if !self.starved.replace(true) {
+                        self.starved_since.set(start);
+                    }
                     return Ok(0);
                 }
             },
