@@ -15,10 +15,10 @@
 //! `prometheus` collector builds the metric families from it, which
 //! a `prometheus::Registry` gathers and the `TextEncoder` writes. The
 //! engine's non-cumulative latency buckets become a cumulative histogram in
-//! seconds, at ten of the engine's 26 bounds (`collector::EXPORTED_BUCKETS`).
+//! seconds, at seven of the engine's 26 bounds (`collector::EXPORTED_BUCKETS`).
 //! Every operation of every device has its counters, zero or not; only
 //! the operations a device has done have a latency histogram, so that an
-//! idle device costs 21 series and one doing reads, writes and flushes 60.
+//! idle device costs 21 series and one doing reads, writes and flushes 51.
 //! Every pool has its per-core counters for every reactor, zero or not.
 //!
 //! A collection never panics the daemon: a part of the engine that panics
