@@ -244,26 +244,10 @@ fn a_100_device_scrape_stays_within_60_series_a_device_and_400_kb() {
         body.len()
     );
 
-    // A device that reads, writes and flushes: at most 60.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async {
-        let mut perf = pb::perf_service_client::PerfServiceClient::new(d.channel().await);
-        for workload in ["randwrite", "randread"] {
-            perf.run(pb::RunPerfRequest {
-                bdevs: vec!["n7".into()],
-                workload: workload.into(),
-                io_size: 4096,
-                queue_depth: 4,
-                seconds: 0.1,
-                ..Default::default()
-            })
-            .await
-            .expect("PerfService.Run");
-        }
-    });
+    // A device that reads and writes: at most 60.
+    for workload in ["randwrite", "randread"] {
+        run_perf(&d, "n7", workload, 0.1);
+    }
     let text = String::from_utf8(scrape(&d)).expect("UTF-8");
     let n = samples_with(&text, "bdev=\"n7\"");
     assert!(

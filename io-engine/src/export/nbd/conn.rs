@@ -433,7 +433,9 @@ impl Connection {
         };
         tracing::debug!(peer = %self.peer, export = export.name, structured, "NBD transmission");
         let counters = self.counters.export(&export.name);
-        *self.durations.borrow_mut() = Some(counters.durations.core(core_slot::current()));
+        // Every reactor holds a slot; a connection elsewhere counts no durations.
+        *self.durations.borrow_mut() =
+            core_slot::current().and_then(|s| counters.durations.core(s));
         Some(Tx {
             counters,
             ch,

@@ -2,11 +2,11 @@
 //! from the request read to its reply written to the socket, kept per core
 //! in the device statistics' latency buckets and summed on read.
 //!
-//! Thread: each core's entry is written only by that core's reactor (the
-//! connections of the export it runs), with plain load + store on atomics:
-//! no locked instruction and no line shared between cores on the data path.
-//! A thread without a core slot (tests) uses the shared entry, with
-//! `fetch_add`. The metrics exporter reads and sums every entry.
+//! Thread: each core slot's entry is written only by the reactor holding
+//! that slot (the connections of the export it runs), with plain load +
+//! store on atomics: no locked instruction and no line shared between cores
+//! on the data path. Connections only run on reactors, which all hold a
+//! slot. The metrics exporter reads and sums every entry.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -29,8 +29,6 @@ struct CommandDurations {
 
 /// One core's request durations for one export.
 pub struct CoreDurations {
-    /// Several threads write this entry (threads without a slot).
-    shared: bool,
     /// `tsc::ticks_to_ns_fast`'s factor, kept here so the data path reads
     /// no global.
     ns_per_tick: u64,
@@ -38,20 +36,10 @@ pub struct CoreDurations {
 }
 
 impl CoreDurations {
-    fn new(shared: bool) -> Self {
+    fn new() -> Self {
         CoreDurations {
-            shared,
             ns_per_tick: tsc::ns_per_tick_fixed(),
             commands: Default::default(),
-        }
-    }
-
-    #[inline(always)]
-    fn add(&self, c: &AtomicU64, n: u64) {
-        if self.shared {
-            c.fetch_add(n, Ordering::Relaxed);
-        } else {
-            c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
         }
     }
 
@@ -62,15 +50,24 @@ impl CoreDurations {
         let Some(c) = self.commands.get(index) else {
             return;
         };
-        self.add(&c.total_ticks, ticks);
+        // The single writer: a plain read-modify-write is exact.
+        let add = |counter: &AtomicU64, n: u64| {
+            counter.store(
+                counter.load(Ordering::Relaxed).wrapping_add(n),
+                Ordering::Relaxed,
+            )
+        };
+        add(&c.total_ticks, ticks);
         let ns = ((ticks as u128 * self.ns_per_tick as u128) >> 32) as u64;
-        let bucket = latency_bucket_bounds_ns().partition_point(|&bound| bound < ns);
-        self.add(&c.buckets[bucket], 1);
+        add(
+            &c.buckets[latency_bucket_bounds_ns().partition_point(|&b| b < ns)],
+            1,
+        );
     }
 }
 
 /// An export's request durations: one entry per core slot whose reactor
-/// ran one of its connections, plus one for threads without a slot.
+/// ran one of its connections.
 pub struct RequestDurations {
     cores: Box<[OnceLock<Arc<CachePadded<CoreDurations>>>]>,
 }
@@ -78,18 +75,21 @@ pub struct RequestDurations {
 impl Default for RequestDurations {
     fn default() -> Self {
         RequestDurations {
-            cores: (0..=MAX_SLOTS).map(|_| OnceLock::new()).collect(),
+            cores: (0..MAX_SLOTS).map(|_| OnceLock::new()).collect(),
         }
     }
 }
 
 impl RequestDurations {
-    /// The entry of `slot` (or of the threads without one).
-    pub fn core(&self, slot: Option<u32>) -> Arc<CachePadded<CoreDurations>> {
-        let i = slot.map_or(MAX_SLOTS, |s| (s as usize).min(MAX_SLOTS));
-        self.cores[i]
-            .get_or_init(|| Arc::new(CachePadded::new(CoreDurations::new(slot.is_none()))))
-            .clone()
+    /// The entry of core slot `slot`, for the thread holding it; `None`
+    /// for a slot out of range.
+    pub fn core(&self, slot: u32) -> Option<Arc<CachePadded<CoreDurations>>> {
+        let entry = self.cores.get(slot as usize)?;
+        Some(
+            entry
+                .get_or_init(|| Arc::new(CachePadded::new(CoreDurations::new())))
+                .clone(),
+        )
     }
 
     /// Per [`COMMANDS`] entry, summed over cores: `ops` is the replies
@@ -118,8 +118,9 @@ mod tests {
     #[test]
     fn durations_are_bucketed_per_command_and_summed_over_cores() {
         let d = RequestDurations::default();
-        let a = d.core(Some(0));
-        let b = d.core(None);
+        let a = d.core(0).unwrap();
+        let b = d.core(5).unwrap();
+        assert!(d.core(MAX_SLOTS as u32).is_none());
         let us = |n: u64| tsc::ns_to_ticks(n * 1000);
         a.record(0, us(3)); // read
         a.record(0, us(40));
