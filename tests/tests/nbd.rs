@@ -1506,8 +1506,17 @@ fn durations(d: &Daemon, export: &str, cmd: &str) -> (f64, f64, f64) {
 fn request_durations_count_every_reply_of_a_real_client_per_command() {
     let d = start(&["malloc:///m0?size_mb=16"], &["m0"], &[]);
     let name = "io_engine_nbd_request_duration_seconds_count";
+    // Read and write from 0, before any request; the others once received.
+    assert_eq!(durations(&d, "m0", "read"), (0.0, 0.0, 0.0));
     let text = http::get(&d.metrics_url()).expect("GET /metrics").text();
-    assert!(!text.contains(name), "no series before a request:\n{text}");
+    for cmd in ["read", "write"] {
+        let line = format!("{name}{{export=\"m0\",cmd=\"{cmd}\"}} 0");
+        assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+    }
+    assert!(
+        !text.contains("cmd=\"flush\"}"),
+        "a flush series before a flush"
+    );
     // qemu-io: 5 reads and 3 writes of 4 KiB, one at a time, over one
     // connection (and whatever qemu adds on close: a flush, counted apart).
     const READS: u64 = 5;

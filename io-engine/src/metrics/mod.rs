@@ -16,9 +16,10 @@
 //! a `prometheus::Registry` gathers and the `TextEncoder` writes. The
 //! engine's non-cumulative latency buckets become a cumulative histogram in
 //! seconds, at seven of the engine's 26 bounds (`collector::EXPORTED_BUCKETS`).
-//! Every operation of every device has its counters, zero or not; only
-//! the operations a device has done have a latency histogram, so that an
-//! idle device costs 21 series and one doing reads, writes and flushes 51.
+//! Every operation of every device has its counters, zero or not; reads
+//! and writes have a latency histogram from the start, the other
+//! operations once the device has done one, so that an idle device costs
+//! 41 series and one doing reads, writes and flushes 51.
 //! Every pool has its per-core counters for every reactor, zero or not.
 //!
 //! A collection never panics the daemon: a part of the engine that panics
