@@ -1514,7 +1514,7 @@ fn request_durations_count_every_reply_of_a_real_client_per_command() {
         assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
     }
     assert!(
-        !text.contains("cmd=\"flush\"}"),
+        !text.contains(&format!("{name}{{export=\"m0\",cmd=\"flush\"}}")),
         "a flush series before a flush"
     );
     // qemu-io: 5 reads and 3 writes of 4 KiB, one at a time, over one
