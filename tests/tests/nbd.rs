@@ -1474,6 +1474,93 @@ fn pipelined_requests_are_all_answered_whatever_the_depth_and_counted_once() {
         ),
         1.0
     );
+    // And each reply's wait once, held ones included.
+    let count = |cmd: &str| {
+        metric(
+            &d,
+            "io_engine_nbd_request_duration_seconds_count",
+            &["export=\"m0\"", &format!("cmd=\"{cmd}\"")],
+        )
+    };
+    eventually("every reply's duration counted", || {
+        count("read") == reads as f64 && count("write") == 1.0
+    });
+}
+
+/// The `_count` and `_sum` of `io_engine_nbd_request_duration_seconds` for
+/// `export` and `cmd`, and its `le="+Inf"` bucket.
+fn durations(d: &Daemon, export: &str, cmd: &str) -> (f64, f64, f64) {
+    let labels = [format!("export=\"{export}\""), format!("cmd=\"{cmd}\"")];
+    let labels = [labels[0].as_str(), labels[1].as_str()];
+    let name = "io_engine_nbd_request_duration_seconds";
+    let mut inf = labels.to_vec();
+    inf.push("le=\"+Inf\"");
+    (
+        metric(d, &format!("{name}_count"), &labels),
+        metric(d, &format!("{name}_sum"), &labels),
+        metric(d, &format!("{name}_bucket"), &inf),
+    )
+}
+
+#[test]
+fn request_durations_count_every_reply_of_a_real_client_per_command() {
+    let d = start(&["malloc:///m0?size_mb=16"], &["m0"], &[]);
+    let name = "io_engine_nbd_request_duration_seconds_count";
+    // Read and write from 0, before any request; the others once received.
+    assert_eq!(durations(&d, "m0", "read"), (0.0, 0.0, 0.0));
+    let text = http::get(&d.metrics_url()).expect("GET /metrics").text();
+    for cmd in ["read", "write"] {
+        let line = format!("{name}{{export=\"m0\",cmd=\"{cmd}\"}} 0");
+        assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+    }
+    assert!(
+        !text.contains(&format!("{name}{{export=\"m0\",cmd=\"flush\"}}")),
+        "a flush series before a flush"
+    );
+    // qemu-io: 5 reads and 3 writes of 4 KiB, one at a time, over one
+    // connection (and whatever qemu adds on close: a flush, counted apart).
+    const READS: u64 = 5;
+    const WRITES: u64 = 3;
+    let mut args = vec!["-f".to_string(), "raw".to_string()];
+    for i in 0..WRITES {
+        args.push("-c".into());
+        args.push(format!("write -P {} {} 4k", i + 1, i * 4096));
+    }
+    for i in 0..READS {
+        args.push("-c".into());
+        args.push(format!("read {} 4k", (i % WRITES) * 4096));
+    }
+    args.push(d.nbd_uri("m0"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    tool_ok("qemu-io", &args);
+
+    eventually("the client's replies counted", || {
+        durations(&d, "m0", "read").0 == READS as f64
+            && durations(&d, "m0", "write").0 == WRITES as f64
+    });
+    for (cmd, n) in [("read", READS), ("write", WRITES)] {
+        let (count, sum, inf) = durations(&d, "m0", cmd);
+        assert_eq!(count, n as f64, "{cmd}");
+        assert_eq!(inf, count, "{cmd}: +Inf = _count");
+        assert!(sum > 0.0 && sum < 10.0, "{cmd}: {sum} s for {count}");
+    }
+    // The counts agree with the requests counted on arrival.
+    for cmd in ["read", "write", "flush"] {
+        let requests = metric(
+            &d,
+            "io_engine_nbd_requests_total",
+            &["export=\"m0\"", &format!("cmd=\"{cmd}\"")],
+        );
+        assert_eq!(durations(&d, "m0", cmd).0, requests, "{cmd}");
+    }
+    // Commands never sent have no series.
+    assert!(
+        !http::get(&d.metrics_url())
+            .expect("GET /metrics")
+            .text()
+            .contains(&format!("{name}{{export=\"m0\",cmd=\"trim\"}}")),
+        "a trim series without a trim"
+    );
 }
 
 #[test]

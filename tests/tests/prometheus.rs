@@ -1,8 +1,10 @@
 //! The daemon's metrics, read by the real Prometheus server (Debian package
 //! `prometheus`, which also provides `promtool`): Prometheus scrapes the
-//! daemon every second and its query API must return the device's size, the
-//! build info and the IO counters; `promtool check metrics` must accept the
-//! exposition.
+//! daemon every second (asking for gzip, as it always does) and its query
+//! API must return the device's size, the build info, the IO counters and
+//! the process's own metrics; `promtool check metrics` must accept the
+//! exposition. A 100-device scrape stays within its series and size
+//! budget, plain and through `curl --compressed`.
 //!
 //! Both processes listen on 127.0.0.1 only and are killed when the test
 //! ends, passed or failed; every wait is bounded.
@@ -183,4 +185,106 @@ fn prometheus_scrapes_the_daemon() {
     let busy = prom.query_until("io_engine_reactor_busy_seconds_total", |r| !r.is_empty());
     assert_eq!(busy.len(), 1, "one reactor: {busy:?}");
     assert_eq!(busy[0]["metric"]["core"], "0", "{busy:?}");
+
+    // The process's own metrics, under the names every client library uses.
+    let rss = prom.query_until("process_resident_memory_bytes{job=\"io-engine\"}", |r| {
+        !r.is_empty()
+    });
+    assert!(value(&rss[0]) > 1e6, "{rss:?}");
+    let fds = prom.query_until("process_open_fds{job=\"io-engine\"}", |r| !r.is_empty());
+    assert!(value(&fds[0]) >= 3.0, "{fds:?}");
+    let start = prom.query_until("process_start_time_seconds{job=\"io-engine\"}", |r| {
+        !r.is_empty()
+    });
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs_f64();
+    let started = value(&start[0]);
+    assert!(now - started < 600.0 && started <= now + 1.0, "{start:?}");
+    for name in [
+        "process_cpu_seconds_total",
+        "process_virtual_memory_bytes",
+        "process_max_fds",
+        "process_threads",
+    ] {
+        let r = prom.query_until(name, |r| !r.is_empty());
+        assert!(value(&r[0]) >= 0.0, "{name}: {r:?}");
+    }
+}
+
+/// Samples (lines that are not comments) of `text` whose labels include
+/// `label`.
+fn samples_with(text: &str, label: &str) -> usize {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && l.contains(label))
+        .count()
+}
+
+#[test]
+fn a_100_device_scrape_stays_within_60_series_a_device_and_400_kb() {
+    let mut args = Vec::new();
+    for i in 0..100 {
+        args.push("--bdev".to_string());
+        args.push(format!("null:///n{i}?size_mb=64"));
+    }
+    let d = Daemon::start_quiet(args);
+
+    // An idle device: its counters, the read and write histograms at 0.
+    let body = scrape(&d);
+    let text = String::from_utf8(body.clone()).expect("UTF-8");
+    for i in 0..100 {
+        let n = samples_with(&text, &format!("bdev=\"n{i}\""));
+        assert_eq!(n, 41, "n{i}: {n} series");
+    }
+    let samples = text.lines().filter(|l| !l.starts_with('#')).count();
+    assert!(
+        body.len() < 400_000,
+        "a 100-device scrape is {} bytes ({samples} samples)",
+        body.len()
+    );
+
+    // A device that reads and writes: at most 60.
+    for workload in ["randwrite", "randread"] {
+        run_perf(&d, "n7", workload, 0.1);
+    }
+    let text = String::from_utf8(scrape(&d)).expect("UTF-8");
+    let n = samples_with(&text, "bdev=\"n7\"");
+    assert!(
+        (41..=60).contains(&n),
+        "n7 after reads and writes: {n} series"
+    );
+    let (ok, said) = promtool_check(text.as_bytes());
+    assert!(ok, "promtool check metrics (100 devices): {said}");
+
+    // A real client that asks for gzip gets it, and the same metrics.
+    let dir = TempDir::new("gzip-scrape");
+    let (out_file, head_file) = (dir.path().join("body"), dir.path().join("head"));
+    let mut curl = Command::new("curl");
+    curl.args(["-sS", "--compressed", "-o"])
+        .arg(&out_file)
+        .arg("-D")
+        .arg(&head_file)
+        .args(["-w", "%{size_download}", &d.metrics_url()]);
+    let out = output_with_input(curl, None, PROMTOOL_TIMEOUT);
+    assert!(out.status.success(), "{out:?}");
+    let downloaded: usize = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("curl's size_download");
+    let head = std::fs::read_to_string(&head_file).expect("the headers");
+    let head = head.to_ascii_lowercase();
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    assert!(head.contains("vary: accept-encoding"), "{head}");
+    let unzipped = std::fs::read_to_string(&out_file).expect("the body");
+    assert_eq!(
+        unzipped.lines().filter(|l| !l.starts_with('#')).count(),
+        text.lines().filter(|l| !l.starts_with('#')).count(),
+        "the same samples, compressed or not"
+    );
+    assert!(
+        downloaded * 10 < unzipped.len(),
+        "gzip: {downloaded} bytes for {}",
+        unzipped.len()
+    );
 }

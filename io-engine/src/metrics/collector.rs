@@ -88,7 +88,7 @@ defs! {
     BDEV_ERRORS: Counter "io_engine_bdev_errors_total" ["bdev", "op"]
         "IOs completed with an error, per device and operation.";
     BDEV_LATENCY: Histogram "io_engine_bdev_io_latency_seconds" ["bdev", "op"]
-        "Latency of successfully completed IOs, from submission to completion, per device and operation.";
+        "Latency of successfully completed IOs, from submission to completion, per device and operation (read and write always, others once done).";
     BDEV_IN_FLIGHT: Gauge "io_engine_bdev_in_flight" ["bdev"]
         "IOs handed to the device and not yet completed.";
     BDEV_SIZE: Gauge "io_engine_bdev_size_bytes" ["bdev", "product"]
@@ -127,6 +127,8 @@ defs! {
         "NBD connections attached to the export now.";
     NBD_REQUESTS: Counter "io_engine_nbd_requests_total" ["export", "cmd"]
         "NBD requests received, per export and command.";
+    NBD_DURATION: Histogram "io_engine_nbd_request_duration_seconds" ["export", "cmd"]
+        "Time NBD clients waited, from the request read to its reply written to the socket (held replies included), per export and command (read and write always, others once received).";
     NBD_ERRORS: Counter "io_engine_nbd_errors_total" ["export", "errno"]
         "NBD requests answered with an error, per export and errno name (\"other\": a protocol error that closed the connection).";
     NVMF_CONNECTIONS: Gauge "io_engine_nvmf_connections" []
@@ -275,28 +277,49 @@ impl Families {
 
 const NS_PER_S: f64 = 1e9;
 
+/// The engine's latency buckets the histograms export (indices into
+/// [`latency_bucket_bounds_ns`], whose bound `i` is 2^(8+i) ns): every
+/// third power of two from 2^12 ns (4.1 µs) to 2^30 ns (1.07 s), seven
+/// finite bounds, each 8x the last. The engine keeps all 26; fewer keep a
+/// scrape small: an idle device is 41 series, one that also flushes 51.
+pub(super) const EXPORTED_BUCKETS: [usize; 7] = [4, 7, 10, 13, 16, 19, 22];
+
+/// The exported bounds, in seconds.
+pub(super) fn exported_bounds_s() -> [f64; EXPORTED_BUCKETS.len()] {
+    let ns = latency_bucket_bounds_ns();
+    EXPORTED_BUCKETS.map(|i| ns[i] as f64 / NS_PER_S)
+}
+
 /// A latency histogram from the engine's non-cumulative buckets: cumulative
-/// counts at each finite bound (in seconds); `+Inf` is the count.
+/// counts at each of [`EXPORTED_BUCKETS`] (bounds `bounds_s`, in seconds);
+/// `+Inf` is the count.
 ///
 /// `_count` is the op count. The counters are read one by one while IOs
 /// complete, so a scrape may see an IO in a bucket before it shows in `ops`;
 /// `_count` is then the bucket total instead, so that `+Inf` = `_count` and
 /// every bucket is at most `_count` (both are monotonic, and so is their
 /// maximum). At rest the two are equal.
-pub(super) fn histogram(op: &OpStats, bounds_s: &[f64; LATENCY_BUCKETS]) -> proto::Histogram {
-    let mut cumulative = 0u64;
-    let buckets: Vec<proto::Bucket> = op.latency_buckets[..LATENCY_BUCKETS]
+pub(super) fn histogram(
+    op: &OpStats,
+    bounds_s: &[f64; EXPORTED_BUCKETS.len()],
+) -> proto::Histogram {
+    let mut cumulative = [0u64; LATENCY_BUCKETS];
+    let mut running = 0u64;
+    for (c, &n) in cumulative.iter_mut().zip(&op.latency_buckets) {
+        running = running.saturating_add(n);
+        *c = running;
+    }
+    let buckets: Vec<proto::Bucket> = EXPORTED_BUCKETS
         .iter()
         .zip(bounds_s)
-        .map(|(&n, &le)| {
-            cumulative = cumulative.saturating_add(n);
+        .map(|(&i, &le)| {
             let mut b = proto::Bucket::default();
             b.set_upper_bound(le);
-            b.set_cumulative_count(cumulative);
+            b.set_cumulative_count(cumulative[i]);
             b
         })
         .collect();
-    let total = cumulative.saturating_add(op.latency_buckets[LATENCY_BUCKETS]);
+    let total = running.saturating_add(op.latency_buckets[LATENCY_BUCKETS]);
     let count = op.ops.max(total);
     // No explicit +Inf bucket: the encoder writes `le="+Inf"` from the count
     // (an infinite bound of ours would print as `le="inf"`).
@@ -307,6 +330,15 @@ pub(super) fn histogram(op: &OpStats, bounds_s: &[f64; LATENCY_BUCKETS]) -> prot
     h
 }
 
+/// Whether the histogram of an operation (NBD: command) named `name`
+/// is exported: reads and writes always, from 0, so that `rate()` sees
+/// their first IOs; the others once done (their first scrape interval's
+/// IOs are then missing from `rate()`, as for any series born non-zero).
+/// An operation never done shows no latency; its counters still say 0.
+fn exported(name: &str, op: &OpStats) -> bool {
+    matches!(name, "read" | "write") || op.ops > 0 || op.latency_buckets.iter().any(|&n| n > 0)
+}
+
 /// Above this, a count of things in flight or in use is a torn reading
 /// (submitted and completed, or gets and puts, read at different moments
 /// and subtracted with wrap-around), not a count.
@@ -315,7 +347,7 @@ const TORN: u64 = 1 << 63;
 /// Builds every family from a snapshot.
 pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
     let mut f = Families::new();
-    let bounds_s = latency_bucket_bounds_ns().map(|ns| ns as f64 / NS_PER_S);
+    let bounds_s = exported_bounds_s();
 
     for d in s.devices.iter().flatten() {
         let name = d.info.name.as_str();
@@ -325,11 +357,13 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
             f.counter(&BDEV_OPS, &labels, o.ops);
             f.counter(&BDEV_BYTES, &labels, o.bytes);
             f.counter(&BDEV_ERRORS, &labels, o.errors);
-            f.add(
-                &BDEV_LATENCY,
-                &labels,
-                Value::Histogram(histogram(o, &bounds_s)),
-            );
+            if exported(op.as_str(), o) {
+                f.add(
+                    &BDEV_LATENCY,
+                    &labels,
+                    Value::Histogram(histogram(o, &bounds_s)),
+                );
+            }
         }
         // A torn reading means completions caught up with submissions
         // during the read: next to nothing is in flight.
@@ -372,6 +406,7 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
     for p in s.pools.iter().flatten() {
         let pool = p.name.as_str();
         let mut exhausted = 0u64;
+        let mut cores = Vec::with_capacity(p.per_core.len());
         for c in &p.per_core {
             let core = core_label(s, c.slot);
             let labels = [pool, core.as_str()];
@@ -380,6 +415,18 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
             f.counter(&POOL_CACHE_HITS, &labels, c.cache_hits);
             f.counter(&POOL_CACHE_MISSES, &labels, c.cache_misses);
             exhausted = exhausted.saturating_add(c.exhausted);
+            cores.push(core);
+        }
+        // The engine lists only the cores that used the pool: every other
+        // reactor's series start at 0, so that they exist from the start.
+        for r in s.reactors.iter().flatten() {
+            let core = r.index.to_string();
+            if !cores.contains(&core) {
+                let labels = [pool, core.as_str()];
+                for def in [&POOL_GETS, &POOL_PUTS, &POOL_CACHE_HITS, &POOL_CACHE_MISSES] {
+                    f.counter(def, &labels, 0);
+                }
+            }
         }
         f.counter(&POOL_EXHAUSTED, &[pool], exhausted);
         f.gauge(&POOL_CAPACITY, &[pool], p.capacity as f64);
@@ -400,6 +447,13 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
         }
         for (errno, n) in &e.errors {
             f.counter(&NBD_ERRORS, &[export, errno.as_str()], *n);
+        }
+        for (cmd, d) in e.durations.iter().filter(|(c, d)| exported(c, d)) {
+            f.add(
+                &NBD_DURATION,
+                &[export, cmd.as_str()],
+                Value::Histogram(histogram(d, &bounds_s)),
+            );
         }
     }
 
@@ -536,6 +590,17 @@ impl Exporter {
         Exporter { registry }
     }
 
+    /// Adds the `process_*` metrics of this process (CPU seconds, resident
+    /// and virtual memory, open and maximum fds, threads, start time: the
+    /// `prometheus` crate's process collector, read from `/proc/self`).
+    pub(super) fn with_process(self) -> Self {
+        let process = prometheus::process_collector::ProcessCollector::for_self();
+        if let Err(e) = self.registry.register(Box::new(process)) {
+            tracing::error!("metrics: cannot register the process collector: {e}");
+        }
+        self
+    }
+
     /// One scrape: gathers and encodes in the text format 0.0.4.
     pub(super) fn render(&self) -> String {
         encode(&self.registry.gather())
@@ -556,7 +621,8 @@ pub(super) fn encode(families: &[MetricFamily]) -> String {
     out
 }
 
-/// One scrape of `engine`, in the text format: what `GET /metrics` answers.
+/// One scrape of `engine`, in the text format: what `GET /metrics` answers
+/// but for the `process_*` metrics.
 pub fn render(engine: &Engine) -> String {
     Exporter::new(EngineCollector::fixed(engine.snapshot())).render()
 }

@@ -11,7 +11,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::collector::{self, DEFS, Kind};
+use super::collector::{self, DEFS, EXPORTED_BUCKETS, Kind};
 use super::*;
 use crate::bdev::latency_bucket_bounds_ns;
 use crate::bdev::{BdevInfo, IoRequest, IoStats, IoType, LATENCY_BUCKETS, OpStats};
@@ -313,12 +313,25 @@ fn labels<'a>(bdev: &'a str, op: &'a str) -> [(&'static str, &'a str); 2] {
     [("bdev", bdev), ("op", op)]
 }
 
-/// Checks one histogram: `le` ascending and matching the engine's bounds,
-/// counts cumulative, `+Inf` = `_count`; returns `_count`.
+/// Checks one histogram: `le` ascending and matching the exported bounds
+/// of the engine's, counts cumulative, `+Inf` = `_count`; returns `_count`.
+/// An operation never done has no histogram, or (read, write) an empty one: 0.
 fn check_histogram(e: &Exposition, bdev: &str, op: &str) -> f64 {
+    let series = e.find("io_engine_bdev_io_latency_seconds_count", &labels(bdev, op));
+    if series.is_empty() {
+        let any = e.samples.iter().any(|s| {
+            s.name.starts_with("io_engine_bdev_io_latency_seconds")
+                && s.labels.get("bdev").map(String::as_str) == Some(bdev)
+                && s.labels.get("op").map(String::as_str) == Some(op)
+        });
+        assert!(!any, "{bdev} {op}: buckets or a sum without a count");
+        return 0.0;
+    }
     let (buckets, sum, count) = e.histogram("io_engine_bdev_io_latency_seconds", &labels(bdev, op));
-    assert_eq!(buckets.len(), LATENCY_BUCKETS + 1, "{bdev} {op}");
-    for (&(le, _), ns) in buckets.iter().zip(latency_bucket_bounds_ns()) {
+    assert_eq!(buckets.len(), EXPORTED_BUCKETS.len() + 1, "{bdev} {op}");
+    let bounds = latency_bucket_bounds_ns();
+    for (&(le, _), i) in buckets.iter().zip(EXPORTED_BUCKETS) {
+        let ns = bounds[i];
         assert!(
             (le * 1e9 - ns as f64).abs() < 1e-3 * ns as f64,
             "le {le} vs {ns} ns"
@@ -339,6 +352,10 @@ fn check_histogram(e: &Exposition, bdev: &str, op: &str) -> f64 {
     assert_eq!(inf, count, "+Inf bucket = _count");
     assert!(sum >= 0.0);
     if count == 0.0 {
+        assert!(
+            matches!(op, "read" | "write"),
+            "{bdev} {op}: a histogram of nothing"
+        );
         assert_eq!(sum, 0.0);
     }
     count
@@ -473,9 +490,10 @@ fn render_reports_the_io_done() {
     // Every metric is there, with its help, type and label names; but for
     // the engine's own counters, which only an engine with counters of its
     // own (I/OAT) has: the software engine here has none, and the I/OAT
-    // daemon test (tests/ioat.rs) checks them; the NVMe/TCP series
-    // that need an NVMe-oF export or commands (tests/nvmf.rs checks them);
-    // and the cgroup limits, absent outside one (tests/cpu_quota.rs and
+    // daemon test (tests/ioat.rs) checks them; the NVMe/TCP series that
+    // need an NVMe-oF export or commands (tests/nvmf.rs checks them); the
+    // NBD request durations, which need a client (tests/nbd.rs); and the
+    // cgroup limits, absent outside one (tests/cpu_quota.rs and
     // cgroup_limits_are_reported below check them).
     assert!(
         e.find("io_engine_accel_engine_events_total", &[])
@@ -483,6 +501,7 @@ fn render_reports_the_io_done() {
     );
     let elsewhere = [
         "io_engine_accel_engine_events_total",
+        "io_engine_nbd_request_duration_seconds",
         "io_engine_nvmf_queue_pairs",
         "io_engine_nvmf_controllers",
         "io_engine_nvmf_commands_total",
@@ -633,41 +652,66 @@ fn histogram_is_built_cumulative_from_the_engine_buckets() {
     };
     op.latency_buckets[0] = 1; // <= 256 ns
     op.latency_buckets[2] = 2; // (512, 1024] ns
+    op.latency_buckets[5] = 4; // (4096, 8192] ns
+    op.latency_buckets[6] = 8; // (8192, 16384] ns
+    op.latency_buckets[21] = 16; // (2^28, 2^29] ns
     op.latency_buckets[LATENCY_BUCKETS - 1] = 1; // (2^32, 2^33] ns
     op.latency_buckets[LATENCY_BUCKETS] = 2; // above every bound
-    let bounds = latency_bucket_bounds_ns().map(|ns| ns as f64 / 1e9);
+    op.ops = 34;
+    let bounds = collector::exported_bounds_s();
     let h = collector::histogram(&op, &bounds);
     let b = h.get_bucket();
-    // The finite bounds; the encoder adds +Inf from the count.
-    assert_eq!(b.len(), LATENCY_BUCKETS);
+    // The exported finite bounds, 2^12 .. 2^30 ns in powers of 8; the
+    // encoder adds +Inf from the count. Each bound's count is everything
+    // the engine counted up to it.
+    assert_eq!(b.len(), EXPORTED_BUCKETS.len());
+    let les: Vec<f64> = b.iter().map(|b| b.upper_bound()).collect();
+    let want: Vec<f64> = (0..7)
+        .map(|k| (1u64 << (12 + 3 * k)) as f64 / 1e9)
+        .collect();
+    assert_eq!(les, want);
     let counts: Vec<u64> = b.iter().map(|b| b.cumulative_count()).collect();
-    assert_eq!(&counts[..4], &[1, 1, 3, 3]);
-    assert_eq!(counts[LATENCY_BUCKETS - 2], 3);
-    assert_eq!(counts[LATENCY_BUCKETS - 1], 4);
-    assert_eq!(b[0].upper_bound(), 256e-9);
-    assert_eq!(b[LATENCY_BUCKETS - 1].upper_bound(), 8.589934592);
-    assert_eq!(h.get_sample_count(), 6);
+    assert_eq!(counts, [3, 15, 15, 15, 15, 15, 31]);
+    assert_eq!(b[0].upper_bound(), 4.096e-6);
+    assert_eq!(b[6].upper_bound(), 1.073741824);
+    assert_eq!(h.get_sample_count(), 34);
     assert_eq!(h.get_sample_sum(), 3.0);
 
     // Read while IOs complete: a bucket counted an IO that `ops` did not
     // yet. `_count` follows the buckets, so +Inf = _count still holds.
-    op.ops = 5;
+    op.ops = 33;
     let h = collector::histogram(&op, &bounds);
-    assert_eq!(h.get_sample_count(), 6);
+    assert_eq!(h.get_sample_count(), 34);
 
     // Through the encoder: `le` in seconds, and the rendered histogram obeys
     // the same rules.
     let mut stats = IoStats::default();
-    stats.ops[IoType::Read.index()] = OpStats { ops: 6, ..op };
+    stats.ops[IoType::Read.index()] = OpStats { ops: 34, ..op };
     let e = render_snapshot(snapshot(vec![device("d", stats)], vec![]));
-    assert_eq!(check_histogram(&e, "d", "read"), 6.0);
+    assert_eq!(check_histogram(&e, "d", "read"), 34.0);
     assert_eq!(
         e.value(
             "io_engine_bdev_io_latency_seconds_bucket",
-            &[("bdev", "d"), ("op", "read"), ("le", "0.000001024")]
+            &[("bdev", "d"), ("op", "read"), ("le", "0.000032768")]
         ),
-        3.0
+        15.0
     );
+    // The operations not done have no histogram but for write, at 0
+    // (their counters say 0).
+    for op in IoType::ALL.into_iter().filter(|&op| op != IoType::Read) {
+        assert_eq!(check_histogram(&e, "d", op.as_str()), 0.0);
+        let present = !e
+            .find(
+                "io_engine_bdev_io_latency_seconds_count",
+                &labels("d", op.as_str()),
+            )
+            .is_empty();
+        assert_eq!(present, op == IoType::Write, "{op:?}");
+        assert_eq!(
+            e.value("io_engine_bdev_ops_total", &labels("d", op.as_str())),
+            0.0
+        );
+    }
     assert_eq!(
         e.value(
             "io_engine_bdev_io_latency_seconds_sum",
@@ -728,6 +772,155 @@ fn torn_readings_are_clamped_or_left_out() {
         e.value("io_engine_bdev_open_descriptors", &[("bdev", "d")]),
         2.0
     );
+}
+
+#[test]
+fn accept_encoding_is_read_as_http_says() {
+    use axum::http::{HeaderMap, HeaderValue, header};
+    let takes = |values: &[&str]| {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
+        }
+        super::http::accepts_gzip(&h)
+    };
+    assert!(takes(&["gzip"]));
+    assert!(takes(&["GZip;q=1.0"]));
+    assert!(takes(&["identity, x-gzip;q=0.3"]));
+    assert!(takes(&["br", "gzip"]));
+    assert!(!takes(&[]));
+    assert!(!takes(&["identity"]));
+    assert!(!takes(&["*"]));
+    assert!(!takes(&["gzip;q=0"]));
+    assert!(!takes(&["gzip; q=0.000"]));
+    assert!(!takes(&["gzipped"]));
+}
+
+/// Series of device `bdev` in `e`.
+fn device_series(e: &Exposition, bdev: &str) -> usize {
+    e.samples
+        .iter()
+        .filter(|s| s.labels.get("bdev").map(String::as_str) == Some(bdev))
+        .count()
+}
+
+#[test]
+fn a_device_costs_at_most_60_series_reading_writing_and_flushing() {
+    assert_eq!(EXPORTED_BUCKETS.len(), 7);
+    let mut busy = IoStats::default();
+    for op in [IoType::Read, IoType::Write, IoType::Flush] {
+        let o = &mut busy.ops[op.index()];
+        o.ops = 10;
+        o.latency_buckets[5] = 10;
+    }
+    let mut all = IoStats::default();
+    for op in IoType::ALL {
+        all.ops[op.index()].ops = 1;
+    }
+    let e = render_snapshot(snapshot(
+        vec![
+            device("idle", IoStats::default()),
+            device("busy", busy),
+            device("all", all),
+        ],
+        vec![],
+    ));
+    // Counters of every op (3 each) and 3 gauges; a histogram (7 bounds,
+    // +Inf, _sum, _count) for read, write and every other op done.
+    let per_op = EXPORTED_BUCKETS.len() + 3;
+    assert_eq!(
+        device_series(&e, "idle"),
+        3 * IoType::COUNT + 3 + 2 * per_op
+    );
+    assert_eq!(device_series(&e, "idle"), 41);
+    assert_eq!(device_series(&e, "busy"), 21 + 3 * per_op);
+    assert!(device_series(&e, "busy") <= 60);
+    assert_eq!(
+        device_series(&e, "all"),
+        21 + IoType::COUNT * per_op,
+        "every op done: the documented worst case"
+    );
+}
+
+#[test]
+fn pool_counters_start_at_zero_on_every_reactor() {
+    let reactors = (0..2)
+        .map(|i| ReactorStats {
+            index: i,
+            cpu: i as u32,
+            poll_mode: "busy",
+            iterations: 0,
+            busy_ns: 0,
+            idle_ns: 0,
+            messages: 0,
+        })
+        .collect();
+    let pool = PoolStats {
+        name: "p".into(),
+        capacity: 8,
+        cache_size: 2,
+        in_use: 0,
+        available: 8,
+        // Reactor 1 (slot 5) used it; reactor 0 did not.
+        per_core: vec![CoreStats {
+            slot: Some(5),
+            gets: 4,
+            puts: 4,
+            cache_hits: 3,
+            cache_misses: 1,
+            exhausted: 0,
+        }],
+    };
+    let e = render_snapshot(Snapshot {
+        reactors: Some(reactors),
+        pools: Some(vec![pool]),
+        slot_cores: vec![(5, 1)],
+        ..Snapshot::without_engine()
+    });
+    let at = |name: &str, core: &str| e.value(name, &[("pool", "p"), ("core", core)]);
+    assert_eq!(at("io_engine_pool_gets_total", "1"), 4.0);
+    assert_eq!(at("io_engine_pool_cache_hits_total", "1"), 3.0);
+    for name in [
+        "io_engine_pool_gets_total",
+        "io_engine_pool_puts_total",
+        "io_engine_pool_cache_hits_total",
+        "io_engine_pool_cache_misses_total",
+    ] {
+        assert_eq!(at(name, "0"), 0.0, "{name}");
+        assert_eq!(e.find(name, &[("pool", "p")]).len(), 2, "{name}");
+    }
+}
+
+#[test]
+fn a_fresh_engine_has_every_pool_counter_of_every_reactor() {
+    let engine = start_engine();
+    let e = parse(&render(&engine)).unwrap();
+    engine.stop();
+    let pools: Vec<&str> = e
+        .find("io_engine_pool_capacity", &[])
+        .iter()
+        .map(|s| s.labels["pool"].as_str())
+        .collect();
+    assert!(!pools.is_empty());
+    let cores = e.find("io_engine_reactor_info", &[]).len();
+    assert!(cores > 0);
+    for pool in pools {
+        for name in [
+            "io_engine_pool_gets_total",
+            "io_engine_pool_puts_total",
+            "io_engine_pool_cache_hits_total",
+            "io_engine_pool_cache_misses_total",
+        ] {
+            for core in 0..cores {
+                let core = core.to_string();
+                assert_eq!(
+                    e.find(name, &[("pool", pool), ("core", &core)]).len(),
+                    1,
+                    "{name} {pool} {core}"
+                );
+            }
+        }
+    }
 }
 
 #[test]
@@ -832,16 +1025,32 @@ fn a_panic_while_reading_is_contained() {
 
 /// A plain HTTP/1.1 GET: `(status, headers lowercased, body)`.
 fn http_get(addr: SocketAddr, path: &str) -> (u16, HashMap<String, String>, String) {
+    let (status, headers, body) = http_get_bytes(addr, path, "");
+    (status, headers, String::from_utf8(body).unwrap())
+}
+
+/// A plain HTTP/1.1 GET with `extra` header lines (each ending in CRLF):
+/// `(status, headers lowercased, body bytes)`.
+fn http_get_bytes(
+    addr: SocketAddr,
+    path: &str,
+    extra: &str,
+) -> (u16, HashMap<String, String>, Vec<u8>) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Connection: close\r\n\r\n"
     )
     .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").expect("no header end");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("no header end");
+    let head = std::str::from_utf8(&raw[..end]).unwrap();
+    let body = raw[end + 4..].to_vec();
     let mut lines = head.split("\r\n");
     let status = lines
         .next()
@@ -855,7 +1064,7 @@ fn http_get(addr: SocketAddr, path: &str) -> (u16, HashMap<String, String>, Stri
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
         .collect();
-    (status, headers, body.to_string())
+    (status, headers, body)
 }
 
 #[test]
@@ -878,11 +1087,52 @@ fn serve_answers_over_tcp_and_stops_on_shutdown() {
     let (status, headers, body) = http_get(addr, "/metrics");
     assert_eq!(status, 200);
     assert_eq!(headers["content-type"], CONTENT_TYPE);
+    assert_eq!(headers["vary"], "accept-encoding");
+    assert!(!headers.contains_key("content-encoding"));
     let e = parse(&body).unwrap_or_else(|err| panic!("{err}\n{body}"));
     assert_eq!(
         e.value("io_engine_bdev_ops_total", &labels("m0", "write")),
         WRITES as f64
     );
+    // The process's own metrics, as the prometheus crate names them.
+    for name in [
+        "process_cpu_seconds_total",
+        "process_open_fds",
+        "process_max_fds",
+        "process_virtual_memory_bytes",
+        "process_resident_memory_bytes",
+        "process_start_time_seconds",
+        "process_threads",
+    ] {
+        let v = e.value(name, &[]);
+        assert!(v >= 0.0, "{name} {v}");
+    }
+    assert!(e.value("process_resident_memory_bytes", &[]) > 1e6);
+    assert!(e.value("process_open_fds", &[]) >= 3.0);
+
+    // Gzip when asked (as Prometheus asks), the same metrics inside.
+    let (status, headers, gz) =
+        http_get_bytes(addr, "/metrics", "Accept-Encoding: gzip, deflate;q=0.5\r\n");
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-encoding"], "gzip");
+    assert_eq!(headers["vary"], "accept-encoding");
+    assert_eq!(headers["content-type"], CONTENT_TYPE);
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(gz.as_slice())
+        .read_to_string(&mut text)
+        .unwrap();
+    assert!(gz.len() * 4 < text.len(), "{} of {}", gz.len(), text.len());
+    let z = parse(&text).unwrap_or_else(|err| panic!("{err}\n{text}"));
+    assert_eq!(
+        z.value("io_engine_bdev_ops_total", &labels("m0", "write")),
+        WRITES as f64
+    );
+    // Refused (q=0), or not named: identity.
+    for extra in ["Accept-Encoding: gzip;q=0\r\n", "Accept-Encoding: br\r\n"] {
+        let (_, headers, body) = http_get_bytes(addr, "/metrics", extra);
+        assert!(!headers.contains_key("content-encoding"), "{extra}");
+        assert!(body.starts_with(b"# HELP"), "{extra}");
+    }
 
     let (status, headers, body) = http_get(addr, "/");
     assert_eq!(status, 200);
@@ -952,4 +1202,36 @@ fn a_stuck_connection_does_not_hold_the_shutdown() {
     drop(stuck);
     rt.shutdown_timeout(Duration::from_secs(1));
     Arc::try_unwrap(engine).ok().unwrap().stop();
+}
+
+#[test]
+fn a_100_device_scrape_of_busy_devices_stays_under_400_kb() {
+    // 100 devices that read, write and flush, with 9-digit counts: the
+    // devices' part of the scrape. The rest (reactors, pools, accel,
+    // process, build) is some 8 KB on one core.
+    let devices = (0..100)
+        .map(|i| {
+            let mut stats = IoStats::default();
+            for op in [IoType::Read, IoType::Write, IoType::Flush] {
+                let o = &mut stats.ops[op.index()];
+                o.ops = 987_654_321;
+                o.bytes = 987_654_321 * 4096;
+                o.errors = 12_345;
+                o.latency_total_ns = 987_654_321 * 20_000;
+                o.latency_buckets[5] = 887_654_321;
+                o.latency_buckets[9] = 100_000_000;
+            }
+            device(&format!("n{i}"), stats)
+        })
+        .collect();
+    let text =
+        collector::Exporter::new(collector::EngineCollector::fixed(snapshot(devices, vec![])))
+            .render();
+    let e = parse(&text).unwrap();
+    assert_eq!(device_series(&e, "n42"), 51);
+    assert!(
+        text.len() + 20_000 < 400_000,
+        "{} bytes of device series",
+        text.len()
+    );
 }

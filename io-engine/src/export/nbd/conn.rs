@@ -20,21 +20,30 @@
 //! `ESHUTDOWN` until the client disconnects or [`LINGER`](super::LINGER) has passed, then
 //! shuts its sending side and closes, with nothing unread, so the client
 //! sees a FIN, never a reset. The phases are in [`phase`](super::phase).
+//!
+//! How long each client waited is measured from the request read (a
+//! WRITE: its header, before the payload) to the moment the output that
+//! holds its reply has all been written to the socket, held time included,
+//! and counted in the reactor's own entry of the export's
+//! [`RequestDurations`](super::request_durations::RequestDurations).
 
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crossbeam_utils::CachePadded;
+
 use super::conn_error::ConnError;
 use super::handshake::{Handshake, HandshakeConfig, Outcome};
 use super::hold::{HOLD_BYTES, Hold};
 use super::phase::{Phase, Tx};
 use super::proto::*;
-use super::stats::{ExportCounters, NbdCounters};
+use super::request_durations::CoreDurations;
+use super::stats::{ExportCounters, NbdCounters, command_index};
 use super::transmission::{Command, Request, RequestParser, validate};
 use crate::bdev::{IoCompletion, IoDone, IoError, IoRequest, IoType};
-use crate::env::tsc;
+use crate::env::{core_slot, tsc};
 use crate::export::{Buffers, Exports, Output, Protocol, Stream};
 use crate::reactor::{self, FdHandler, FdRegistration, Interest, Poll, PollerHandle, Readiness};
 
@@ -66,8 +75,22 @@ pub struct Connection {
     state: RefCell<State>,
     in_flight: Cell<u32>,
     hold: Hold,
+    /// This reactor's entry for the export's request durations, once an
+    /// export is attached.
+    durations: RefCell<Option<Arc<CachePadded<CoreDurations>>>>,
+    /// Replies in the output not yet all written: their [`COMMANDS`]
+    /// index and when their request was read (TSC).
+    ///
+    /// [`COMMANDS`]: super::stats::COMMANDS
+    replies: RefCell<Vec<(usize, u64)>>,
+    /// WRITEs executing: their cookie and when their header was read.
+    writes: RefCell<Vec<(u64, u64)>>,
+    /// When the header of the WRITE whose payload is arriving was read.
+    payload_start: Cell<u64>,
     /// A request waits for a buffer that the output holds: send it now.
     starved: Cell<bool>,
+    /// When that request's header was first read (TSC).
+    starved_since: Cell<u64>,
     reg: RefCell<Option<FdRegistration>>,
     poller: RefCell<Option<PollerHandle>>,
     exports: Arc<Exports>,
@@ -108,7 +131,12 @@ impl Connection {
             }),
             in_flight: Cell::new(0),
             hold: Hold::new(reply_hold),
+            durations: RefCell::new(None),
+            replies: RefCell::new(Vec::new()),
+            writes: RefCell::new(Vec::new()),
+            payload_start: Cell::new(0),
             starved: Cell::new(false),
+            starved_since: Cell::new(0),
             reg: RefCell::new(None),
             poller: RefCell::new(None),
             exports,
@@ -190,12 +218,37 @@ impl Connection {
         }
         if st.output.is_empty() {
             self.hold.written_all();
+            self.replies_written();
         }
         drop(st);
         if flushed.released && self.starved.get() {
             self.process();
         }
         flushed.wrote
+    }
+
+    /// A reply to a request of `cmd`, read at `start` (TSC), went into the
+    /// output.
+    fn reply_queued(&self, cmd: Command, start: u64) {
+        if self.durations.borrow().is_some() {
+            self.replies.borrow_mut().push((command_index(cmd), start));
+        }
+    }
+
+    /// The output is all written: every reply queued has reached the
+    /// socket; count how long each client waited.
+    fn replies_written(&self) {
+        let mut replies = self.replies.borrow_mut();
+        if replies.is_empty() {
+            return;
+        }
+        if let Some(d) = self.durations.borrow().as_ref() {
+            let now = tsc::now();
+            for &(cmd, start) in replies.iter() {
+                d.record(cmd, now.saturating_sub(start));
+            }
+        }
+        replies.clear();
     }
 
     /// Closes once the client is gone or done and no IO is in flight; a
@@ -379,8 +432,12 @@ impl Connection {
             }
         };
         tracing::debug!(peer = %self.peer, export = export.name, structured, "NBD transmission");
+        let counters = self.counters.export(&export.name);
+        // Every reactor holds a slot; a connection elsewhere counts no durations.
+        *self.durations.borrow_mut() =
+            core_slot::current().and_then(|s| counters.durations.core(s));
         Some(Tx {
-            counters: self.counters.export(&export.name),
+            counters,
             ch,
             attachment,
             export,
@@ -415,7 +472,7 @@ impl Connection {
             tx.payload = Some((req, buf, filled + n));
         } else {
             let io = IoRequest::write(buf, req.offset, req.length as u64);
-            self.submit(tx, &req, io, output);
+            self.submit(tx, &req, io, output, self.payload_start.get());
         }
         Some(n)
     }
@@ -437,17 +494,23 @@ impl Connection {
         let Some((req, used)) = RequestParser::parse(input)? else {
             return Ok(0);
         };
+        let mut start = tsc::now();
         let valid = validate(&req, &tx.export, tx.structured, tx.block_status.is_some());
         let buf = match (valid, req.kind) {
             (Ok(()), Command::Read | Command::Write) => match tx.bufs.take(req.length as usize) {
                 Some(buf) => {
-                    self.starved.set(false);
+                    if self.starved.replace(false) {
+                        // Its header was first read when it starved.
+                        start = self.starved_since.get();
+                    }
                     Some(buf)
                 }
                 // Every buffer is out: wait for one to come back (the
                 // request is parsed, and counted, again then).
                 None => {
-                    self.starved.set(true);
+                    if !self.starved.replace(true) {
+                        self.starved_since.set(start);
+                    }
                     return Ok(0);
                 }
             },
@@ -467,31 +530,30 @@ impl Connection {
         match req.kind {
             Command::Read => {
                 let buf = buf.expect("a valid READ took a buffer above");
-                self.submit(tx, &req, IoRequest::read(buf, offset, len), output);
+                self.submit(tx, &req, IoRequest::read(buf, offset, len), output, start);
             }
             Command::Write => {
                 let buf = buf.expect("a valid WRITE took a buffer above");
                 tx.payload = Some((req, buf, 0));
+                self.payload_start.set(start);
             }
             Command::Flush => {
-                self.submit(tx, &req, IoRequest::no_data(IoType::Flush, 0, 0), output);
+                let io = IoRequest::no_data(IoType::Flush, 0, 0);
+                self.submit(tx, &req, io, output, start);
             }
             Command::Trim => {
-                self.submit(
-                    tx,
-                    &req,
-                    IoRequest::no_data(IoType::Unmap, offset, len),
-                    output,
-                );
+                let io = IoRequest::no_data(IoType::Unmap, offset, len);
+                self.submit(tx, &req, io, output, start);
             }
             Command::WriteZeroes => {
                 let io = IoRequest::no_data(IoType::WriteZeroes, offset, len);
-                self.submit(tx, &req, io, output);
+                self.submit(tx, &req, io, output, start);
             }
             Command::Cache => {
                 // Device memory is as close as a cache gets: nothing to do.
                 put_simple_reply(output.bytes(), req.cookie, 0);
-                self.hold.replied(tsc::now());
+                self.hold.replied(start);
+                self.reply_queued(req.kind, start);
             }
             Command::BlockStatus => {
                 let export = &tx.export;
@@ -505,7 +567,8 @@ impl Connection {
                     &[(len, export.data_kind.block_status_flags())],
                     true,
                 );
-                self.hold.replied(tsc::now());
+                self.hold.replied(start);
+                self.reply_queued(req.kind, start);
             }
             Command::Disc => {
                 tx.disc = true;
@@ -515,11 +578,26 @@ impl Connection {
         Ok(used)
     }
 
-    fn submit(self: &Rc<Self>, tx: &Tx, req: &Request, mut io: IoRequest, output: &mut Output) {
+    /// Submits `io` for `req`, read at `start` (TSC).
+    fn submit(
+        self: &Rc<Self>,
+        tx: &Tx,
+        req: &Request,
+        mut io: IoRequest,
+        output: &mut Output,
+        start: u64,
+    ) {
         io.tag = req.cookie;
         let cb: Rc<dyn IoCompletion> = self.clone();
         match tx.ch.submit(io, cb) {
-            Ok(()) => self.in_flight.set(self.in_flight.get() + 1),
+            Ok(()) => {
+                self.in_flight.set(self.in_flight.get() + 1);
+                // The others are submitted as their header is read: their
+                // IO's submission time is their start.
+                if req.kind == Command::Write {
+                    self.writes.borrow_mut().push((req.cookie, start));
+                }
+            }
             Err(e) => {
                 // validate() ran first; a refusal here is the device's view of
                 // the same rules (alignment, range): answer with its errno.
@@ -560,11 +638,33 @@ impl Connection {
     }
 
     fn reply_error(&self, structured: bool, req: &Request, errno: u32, output: &mut Output) {
-        self.hold.replied(tsc::now());
+        let now = tsc::now();
+        self.hold.replied(now);
+        self.reply_queued(req.kind, now);
         if structured && req.kind == Command::Read {
             put_structured_error(output.bytes(), req.cookie, errno, "", true);
         } else {
             put_simple_reply(output.bytes(), req.cookie, errno);
+        }
+    }
+
+    /// The command of a completed IO and when its request was read (TSC).
+    fn started(&self, io: &IoDone) -> (Command, u64) {
+        let cmd = match io.op() {
+            IoType::Read => Command::Read,
+            IoType::Write => Command::Write,
+            IoType::Flush => Command::Flush,
+            IoType::Unmap => Command::Trim,
+            IoType::WriteZeroes => Command::WriteZeroes,
+            _ => Command::Unknown(0),
+        };
+        if cmd != Command::Write {
+            return (cmd, io.submit_tsc());
+        }
+        let mut writes = self.writes.borrow_mut();
+        match writes.iter().position(|&(cookie, _)| cookie == io.tag()) {
+            Some(i) => (cmd, writes.swap_remove(i).1),
+            None => (cmd, io.submit_tsc()),
         }
     }
 
@@ -622,11 +722,13 @@ impl IoCompletion for Connection {
     fn complete(self: Rc<Self>, mut io: IoDone) {
         self.in_flight.set(self.in_flight.get() - 1);
         self.hold.replied(tsc::now());
+        let (cmd, start) = self.started(&io);
         {
             let mut st = self.state.borrow_mut();
             let st = &mut *st;
             if !st.eof {
                 put_completion(&mut st.output, st.phase.structured(), &mut io);
+                self.reply_queued(cmd, start);
             }
         }
         // Any buffer not queued for the client (a WRITE's, a failed READ's)

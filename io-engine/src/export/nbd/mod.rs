@@ -3,7 +3,8 @@
 //! parsing and validation ([`transmission`]) as sans-IO code; the view of
 //! the export registry the option phase sees ([`ExportLookup`]);
 //! connections on reactors ([`Connection`], in explicit phases);
-//! listeners ([`NbdServer`]); counters ([`stats`]).
+//! listeners ([`NbdServer`]); counters ([`stats`]) and client-visible
+//! request durations ([`request_durations`]).
 //!
 //! Thread: listeners run on the control-plane runtime; each connection runs
 //! on one reactor from accept to close (see each module).
@@ -18,6 +19,7 @@ pub mod handshake;
 mod hold;
 mod phase;
 pub mod proto;
+mod request_durations;
 mod server;
 pub mod stats;
 #[cfg(any(test, fuzzing))]

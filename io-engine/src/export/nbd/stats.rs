@@ -1,14 +1,20 @@
 //! NBD counters: connections, requests per export and command, errors per
-//! export and errno. Read by the metrics exporter and the control plane.
+//! export and errno, and how long clients waited for replies per export
+//! and command ([`RequestDurations`]). Read by the metrics exporter and
+//! the control plane.
 //!
-//! Thread: any. Connections count with relaxed `fetch_add` on their export's
-//! counters (one shared line per export, touched once per request).
+//! Thread: any. Connections count requests and errors with relaxed
+//! `fetch_add` on their export's counters (one shared line per export,
+//! touched once per request); durations go to their reactor's own entry.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::bdev::OpStats;
+
 use super::proto::{EINVAL, EIO, ENOMEM, ENOSPC, ENOTSUP, EOVERFLOW, EPERM, ESHUTDOWN};
+use super::request_durations::RequestDurations;
 use super::transmission::Command;
 
 /// Command names, in counter order.
@@ -36,7 +42,8 @@ pub const ERRNOS: [(u32, &str); 8] = [
     (ESHUTDOWN, "ESHUTDOWN"),
 ];
 
-fn command_index(c: Command) -> usize {
+/// The [`COMMANDS`] index of `c`.
+pub(super) fn command_index(c: Command) -> usize {
     match c {
         Command::Read => 0,
         Command::Write => 1,
@@ -57,6 +64,8 @@ pub struct ExportCounters {
     /// Per [`ERRNOS`] entry, then "other" (protocol errors that close the
     /// connection count there with errno 0).
     errors: [AtomicU64; 9],
+    /// How long clients waited for replies, per core.
+    pub(super) durations: RequestDurations,
 }
 
 impl ExportCounters {
@@ -83,6 +92,11 @@ impl ExportCounters {
                 .zip(&self.errors)
                 .map(|(n, v)| (n.to_string(), v.load(Ordering::Relaxed)))
                 .collect(),
+            durations: COMMANDS
+                .iter()
+                .map(|n| n.to_string())
+                .zip(self.durations.snapshot())
+                .collect(),
         }
     }
 
@@ -107,6 +121,9 @@ pub struct ExportStats {
     pub requests: Vec<(String, u64)>,
     /// Errors per errno name ("other" last).
     pub errors: Vec<(String, u64)>,
+    /// Per [`COMMANDS`] entry: the replies written (`ops`) and how long
+    /// after its request each reached the socket (`latency_*`).
+    pub durations: Vec<(String, OpStats)>,
 }
 
 /// Counters of the whole NBD server.
