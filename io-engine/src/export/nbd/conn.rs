@@ -40,8 +40,8 @@ use super::hold::{HOLD_BYTES, Hold};
 use super::phase::{Phase, Tx};
 use super::proto::*;
 use super::request_durations::CoreDurations;
-use super::stats::{ExportCounters, NbdCounters, command_index};
-use super::transmission::{Command, Request, RequestParser, validate};
+use super::stats::{ExportCounters, NbdCounters};
+use super::transmission::{Command, Request, RequestParser, command_index, validate};
 use crate::bdev::{IoCompletion, IoDone, IoError, IoRequest, IoType};
 use crate::env::{core_slot, tsc};
 use crate::export::{Buffers, Exports, Output, Protocol, Stream};
@@ -81,7 +81,7 @@ pub struct Connection {
     /// Replies in the output not yet all written: their [`COMMANDS`]
     /// index and when their request was read (TSC).
     ///
-    /// [`COMMANDS`]: super::stats::COMMANDS
+    /// [`COMMANDS`]: super::transmission::COMMANDS
     replies: RefCell<Vec<(usize, u64)>>,
     /// WRITEs executing: their cookie and when their header was read.
     writes: RefCell<Vec<(u64, u64)>>,

@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 
 use crossbeam_utils::CachePadded;
 
-use super::stats::COMMANDS;
+use super::transmission::COMMANDS;
 use crate::bdev::{LATENCY_BUCKETS, OpStats, latency_bucket_bounds_ns};
 use crate::env::core_slot::MAX_SLOTS;
 use crate::env::tsc;

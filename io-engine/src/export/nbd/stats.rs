@@ -15,20 +15,7 @@ use crate::bdev::OpStats;
 
 use super::proto::{EINVAL, EIO, ENOMEM, ENOSPC, ENOTSUP, EOVERFLOW, EPERM, ESHUTDOWN};
 use super::request_durations::RequestDurations;
-use super::transmission::Command;
-
-/// Command names, in counter order.
-pub const COMMANDS: [&str; 9] = [
-    "read",
-    "write",
-    "disc",
-    "flush",
-    "trim",
-    "cache",
-    "write_zeroes",
-    "block_status",
-    "unknown",
-];
+use super::transmission::{COMMANDS, Command, command_index};
 
 /// Errnos counted by name; anything else counts as "other".
 pub const ERRNOS: [(u32, &str); 8] = [
@@ -41,21 +28,6 @@ pub const ERRNOS: [(u32, &str); 8] = [
     (ENOTSUP, "ENOTSUP"),
     (ESHUTDOWN, "ESHUTDOWN"),
 ];
-
-/// The [`COMMANDS`] index of `c`.
-pub(super) fn command_index(c: Command) -> usize {
-    match c {
-        Command::Read => 0,
-        Command::Write => 1,
-        Command::Disc => 2,
-        Command::Flush => 3,
-        Command::Trim => 4,
-        Command::Cache => 5,
-        Command::WriteZeroes => 6,
-        Command::BlockStatus => 7,
-        Command::Unknown(_) => 8,
-    }
-}
 
 /// One export's counters.
 #[derive(Default)]

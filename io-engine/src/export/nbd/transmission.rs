@@ -21,6 +21,34 @@ use thiserror::Error;
 use super::ExportInfo;
 use super::proto::*;
 
+/// Command names, in counter order.
+pub const COMMANDS: [&str; 9] = [
+    "read",
+    "write",
+    "disc",
+    "flush",
+    "trim",
+    "cache",
+    "write_zeroes",
+    "block_status",
+    "unknown",
+];
+
+/// The [`COMMANDS`] index of `c`.
+pub(super) fn command_index(c: Command) -> usize {
+    match c {
+        Command::Read => 0,
+        Command::Write => 1,
+        Command::Disc => 2,
+        Command::Flush => 3,
+        Command::Trim => 4,
+        Command::Cache => 5,
+        Command::WriteZeroes => 6,
+        Command::BlockStatus => 7,
+        Command::Unknown(_) => 8,
+    }
+}
+
 /// A transmission request type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Command {
