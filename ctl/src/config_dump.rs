@@ -1,6 +1,7 @@
 //! `config dump`: the running engine's devices and shares as the TOML file
 //! the daemon's `--config` loads (keys `bdev` and `share`, the values of
-//! its `--bdev URI` and `--share NAME[:nvmf][:ro][:nqn=NQN]` flags), so a
+//! its `--bdev URI` and `--share NAME[:nvmf][:ro][:nqn=NQN][:host=NQN]...`
+//! flags), so a
 //! node's state can be saved and restored, as SPDK's save_config and
 //! load_config do.
 //!
@@ -10,35 +11,25 @@ use io_engine_api::v1::{Bdev, Export};
 use serde::Serialize;
 
 /// What the file holds: one entry per device and per share, in the
-/// engine's order (devices by name), and what the file cannot say.
+/// engine's order (devices by name).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct ConfigDump {
     /// `--bdev` values: each device's canonical URI, with its uuid.
     pub(crate) bdev: Vec<String>,
-    /// `--share` values.
+    /// `--share` values, allowed hosts included.
     pub(crate) share: Vec<String>,
-    /// Settings of the engine the file cannot express, one line each.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(crate) not_saved: Vec<String>,
 }
 
 impl ConfigDump {
-    /// The dump of these devices and shares. A share limited to some hosts
-    /// is left out (the file cannot name them, and sharing to every host
-    /// instead would open it up) and listed in `not_saved` with the command
-    /// that shares it again.
+    /// The dump of these devices and shares.
     pub(crate) fn new(bdevs: &[Bdev], exports: &[Export]) -> Self {
-        let (limited, open): (Vec<&Export>, Vec<&Export>) =
-            exports.iter().partition(|e| !e.allowed_hosts.is_empty());
         Self {
             bdev: bdevs.iter().map(bdev_value).collect(),
-            share: open.into_iter().map(share_value).collect(),
-            not_saved: limited.into_iter().map(reshare_command).collect(),
+            share: exports.iter().map(share_value).collect(),
         }
     }
 
-    /// The TOML file: a comment saying what it is, the two keys, then a
-    /// comment line per setting it cannot express.
+    /// The TOML file: a comment saying what it is, then the two keys.
     pub(crate) fn to_toml(&self, endpoint: &str) -> String {
         let mut out = format!(
             "# The devices and shares of the io-engine at {endpoint}, as written by\n\
@@ -46,9 +37,6 @@ impl ConfigDump {
         );
         out.push_str(&toml_array("bdev", &self.bdev));
         out.push_str(&toml_array("share", &self.share));
-        for line in &self.not_saved {
-            out.push_str(&format!("# not saved: {line}\n"));
-        }
         out
     }
 }
@@ -67,8 +55,8 @@ fn bdev_value(b: &Bdev) -> String {
     format!("{}{separator}uuid={}", b.uri, b.uuid)
 }
 
-/// A share's `--share` value: NAME[:nvmf][:ro][:nqn=NQN] (NBD is the
-/// default protocol; the NQN last, as the flag wants it).
+/// A share's `--share` value: NAME[:nvmf][:ro][:nqn=NQN][:host=NQN]... (NBD
+/// is the default protocol; the NQNs last, as the flag wants them).
 fn share_value(e: &Export) -> String {
     let mut value = e.bdev.clone();
     if e.protocol != "nbd" && !e.protocol.is_empty() {
@@ -82,27 +70,11 @@ fn share_value(e: &Export) -> String {
         value.push_str(":nqn=");
         value.push_str(&e.nqn);
     }
-    value
-}
-
-/// The share that the file cannot express, as the command that makes it:
-/// `m0 (allowed hosts only): io-engine-ctl bdev share m0 --protocol nvmf
-/// --nqn NQN --allowed-host HOST...`.
-fn reshare_command(e: &Export) -> String {
-    let mut command = format!(
-        "share {} (allowed hosts only): io-engine-ctl bdev share {} --protocol {}",
-        e.bdev, e.bdev, e.protocol
-    );
-    if e.read_only {
-        command.push_str(" --read-only");
-    }
-    if !e.nqn.is_empty() {
-        command.push_str(&format!(" --nqn {}", e.nqn));
-    }
     for host in &e.allowed_hosts {
-        command.push_str(&format!(" --allowed-host {host}"));
+        value.push_str(":host=");
+        value.push_str(host);
     }
-    command
+    value
 }
 
 /// `key = [ ... ]`, one quoted value per line.
@@ -194,7 +166,6 @@ mod tests {
             dump.share,
             ["m0", "n0:nvmf:ro:nqn=nqn.2019-05.io.example:vol:1"]
         );
-        assert!(dump.not_saved.is_empty());
     }
 
     #[test]
@@ -218,14 +189,10 @@ mod tests {
         };
         assert_eq!(strings("bdev"), dump.bdev);
         assert_eq!(strings("share"), dump.share);
-        assert!(dump.share.is_empty(), "not shared to every host instead");
-        assert!(
-            text.contains(
-                "# not saved: share m0 (allowed hosts only): io-engine-ctl bdev share m0 \
-                 --protocol nvmf --nqn nqn.2024-12.io.io-engine:m0 \
-                 --allowed-host nqn.2014-08.org.nvmexpress:uuid:1\n"
-            ),
-            "{text}"
+        assert_eq!(
+            dump.share,
+            ["m0:nvmf:nqn=nqn.2024-12.io.io-engine:m0:host=nqn.2014-08.org.nvmexpress:uuid:1"],
+            "the allowed hosts kept: not shared to every host instead"
         );
     }
 

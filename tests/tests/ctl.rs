@@ -27,6 +27,10 @@ fn exports_without_addresses(d: &Daemon) -> Value {
     list
 }
 
+/// Hosts allowed to connect to a share in the config dump test.
+const HOST_A: &str = "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-3333-4444-555555555555";
+const HOST_B: &str = "nqn.2019-05.io.example:host:b";
+
 #[test]
 fn config_dump_restores_the_devices_and_shares_in_a_second_daemon() {
     let first = Daemon::start_quiet::<_, &str>([]);
@@ -39,10 +43,22 @@ fn config_dump_restores_the_devices_and_shares_in_a_second_daemon() {
     }
     first.ctl_ok(&["bdev", "share", "m0"]);
     share_nvmf(&first, "n0", &["--read-only"]);
-    share_nvmf(&first, "m1", &["--nqn", "nqn.2019-05.io.example:restored"]);
+    // Allowed hosts are saved too (`:host=`): a restore must not open the
+    // share to every host.
+    share_nvmf(
+        &first,
+        "m1",
+        &[
+            "--nqn",
+            "nqn.2019-05.io.example:restored",
+            "--allowed-host",
+            HOST_A,
+            "--allowed-host",
+            HOST_B,
+        ],
+    );
     let dump = first.ctl_ok(&["config", "dump"]);
     assert!(dump.contains("share = [\n  \"m0\",\n"), "{dump}");
-    assert!(!dump.contains("not saved"), "{dump}");
 
     let dir = TempDir::new("ctl-config-dump");
     let file = dir.write("engine.toml", &dump);
@@ -74,31 +90,14 @@ fn config_dump_restores_the_devices_and_shares_in_a_second_daemon() {
         "the second daemon dumps the same file (but for the endpoint in its comment)"
     );
 
-    // A share limited to some hosts is not saved as open to all: it is a
-    // comment with the command that restores it.
-    first.ctl_ok(&["bdev", "unshare", "m1"]);
-    share_nvmf(
-        &first,
-        "m1",
-        &[
-            "--allowed-host",
-            "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-3333-4444-555555555555",
-        ],
-    );
-    let dump = first.ctl_ok(&["config", "dump"]);
-    assert!(!dump.contains("\"m1:nvmf"), "{dump}");
-    assert!(
-        dump.contains(
-            "# not saved: share m1 (allowed hosts only): io-engine-ctl bdev share m1 \
-             --protocol nvmf --nqn nqn.2024-12.io.io-engine:m1 --allowed-host \
-             nqn.2014-08.org.nvmexpress:uuid:11111111-2222-3333-4444-555555555555\n"
-        ),
-        "{dump}"
-    );
     let json = first.ctl_json(&["config", "dump"]);
     assert_eq!(
         json["share"],
-        serde_json::json!(["m0", "n0:nvmf:ro:nqn=nqn.2024-12.io.io-engine:n0"]),
+        serde_json::json!([
+            "m0",
+            format!("m1:nvmf:nqn=nqn.2019-05.io.example:restored:host={HOST_A}:host={HOST_B}"),
+            "n0:nvmf:ro:nqn=nqn.2024-12.io.io-engine:n0",
+        ]),
         "{json}"
     );
 }

@@ -48,6 +48,7 @@ const HELM_VARIANTS: &[&str] = &[
      bdevs: [\"null:///n0?size_mb=64\", \"malloc:///m1?size_mb=32&blk_size=4096\"]\n\
      shares: [\"n0:ro\"]\n\
      extraArgs: [\"--nbd-max-connections\", \"8\"]\n",
+    "pollMode: busy\ncores: 3\nreactors: 2\n",
 ];
 
 /// Every file of the workspace under `dir` whose name ends in one of `exts`.
@@ -330,10 +331,25 @@ fn helm_lints_the_chart_and_its_templates_validate_strictly() {
         "cores: 1.5\n",
         "bdevs: [\"nvme:///x\"]\n",
         "ioat: {enabled: \"yes\"}\n",
+        "reactors: -1\n",
     ] {
         let (ok, output) = helm_lint(bad);
         assert!(!ok, "helm lint passed {bad:?}:\n{output}");
     }
+    // More reactors than CPUs fails the rendering (helm lint reports a
+    // template's `fail` as INFO only, so install is what refuses it).
+    let out = run_tool(
+        cmd(
+            tool("helm"),
+            &["template", CHART, "--set", "cores=2", "--set", "reactors=3"],
+        ),
+        None,
+    );
+    assert!(
+        !out.status.success() && said(&out).contains("reactors (3) must be at most cores (2)"),
+        "helm template with reactors > cores:\n{}",
+        said(&out)
+    );
     for values in HELM_VARIANTS {
         let (ok, output) = helm_lint(values);
         assert!(
@@ -446,7 +462,8 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
         assert!(requests["memory"].is_string(), "{what}: memory");
         assert!(requests["hugepages-2Mi"].is_string(), "{what}: hugepages");
 
-        // As many reactors as whole CPUs, unless a list names the cores; the
+        // As many reactors as whole CPUs (or `reactors`, fewer), unless a
+        // list names the cores; the
         // image's entrypoint, with no shell wrapper choosing them.
         assert!(
             c.get("command").is_none_or(Value::is_null),
@@ -457,6 +474,11 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
         if what.contains("coreList") {
             assert_eq!(value("IO_ENGINE_CORE_LIST"), Some("2-5".into()), "{what}");
             assert_eq!(value("IO_ENGINE_CORE_COUNT"), None, "{what}");
+        } else if what.contains("reactors: 2") {
+            // Fewer reactors than CPUs: a CPU for the control plane.
+            assert_eq!(cpu, "3", "{what}");
+            assert_eq!(value("IO_ENGINE_CORE_COUNT"), Some("2".into()), "{what}");
+            assert_eq!(value("IO_ENGINE_CORE_LIST"), None, "{what}");
         } else {
             assert_eq!(value("IO_ENGINE_CORE_COUNT"), Some(cpu.into()), "{what}");
             assert_eq!(value("IO_ENGINE_CORE_LIST"), None, "{what}");

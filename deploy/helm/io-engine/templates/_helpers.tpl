@@ -42,3 +42,16 @@ hugepages-2Mi: {{ .Values.hugepages | quote }}
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
+
+{{/*
+Reactors the engine runs: `reactors`, or `cores` when it is 0; more than
+`cores` fails the rendering (the quota would throttle busy reactors).
+*/}}
+{{- define "io-engine.reactors" -}}
+{{- $n := int .Values.reactors -}}
+{{- if eq $n 0 -}}{{- $n = int .Values.cores -}}{{- end -}}
+{{- if gt $n (int .Values.cores) -}}
+{{- fail (printf "reactors (%d) must be at most cores (%d): each reactor needs a whole CPU of the pod" $n (int .Values.cores)) -}}
+{{- end -}}
+{{- $n -}}
+{{- end -}}

@@ -8,6 +8,7 @@
 //! serves gRPC and /metrics. The data plane runs on the reactors.
 
 mod config;
+mod share_flag;
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -28,6 +29,7 @@ use io_engine::export::Dispatch;
 use io_engine::export::Protocol;
 use io_engine::export::nbd::{Listener, NbdServer};
 use io_engine::export::nvmf;
+use share_flag::ShareFlag;
 use io_engine::pool::DEFAULT_CACHE_SIZE;
 use io_engine::reactor::PollMode;
 use tokio::net::TcpListener;
@@ -169,15 +171,17 @@ struct Args {
     #[arg(long, env = "IO_ENGINE_NVMF_QUEUE_DEPTH", default_value_t = 128)]
     nvmf_queue_depth: u16,
 
-    /// Device to share at start, as NAME[:PROTOCOL][:ro][:nqn=NQN]: over
-    /// NBD (the default) or NVMe/TCP (`nvmf`), read-only with `ro`; an
-    /// NVMe/TCP share's subsystem NQN with `nqn=` (last: the NQN is the
-    /// rest of the value, colons included; default
-    /// nqn.2024-12.io.io-engine:NAME); repeat for more (in the environment
-    /// variable, separate by commas).
+    /// Device to share at start, as NAME[:PROTOCOL][:ro][:nqn=NQN][:host=NQN]...:
+    /// over NBD (the default) or NVMe/TCP (`nvmf`), read-only with `ro`; an
+    /// NVMe/TCP share's subsystem NQN with `nqn=` (default
+    /// nqn.2024-12.io.io-engine:NAME) and the hosts allowed to connect with
+    /// `host=`, repeated (none: any host); `nqn=` and `host=` come last,
+    /// each NQN running to the next `:nqn=`/`:host=`, colons included;
+    /// repeat the flag for more (in the environment variable, separate by
+    /// commas).
     #[arg(
         long = "share",
-        value_name = "NAME[:nbd|:nvmf][:ro][:nqn=NQN]",
+        value_name = "NAME[:nbd|:nvmf][:ro][:nqn=NQN][:host=NQN]...",
         env = "IO_ENGINE_SHARE",
         value_delimiter = ','
     )]
@@ -322,9 +326,15 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
             .map_err(|e| format!("--bdev {uri}: {e}"))?;
     }
     for share in &args.shares {
-        let (name, protocol, read_only, nqn) = parse_share(share)?;
+        let flag = ShareFlag::parse(share)?;
         engine
-            .share(name, protocol, read_only, Vec::new(), nqn.map(String::from))
+            .share(
+                flag.name,
+                flag.protocol,
+                flag.read_only,
+                flag.hosts.iter().map(|h| h.to_string()).collect(),
+                flag.nqn.map(String::from),
+            )
             .map_err(|e| format!("--share {share}: {e}"))?;
     }
     let mut nvmf = Vec::new();
@@ -512,72 +522,5 @@ impl Signals {
             _ = self.term.recv() => "SIGTERM",
             _ = self.int.recv() => "SIGINT",
         }
-    }
-}
-
-/// A `--share` value: NAME[:nbd|:nvmf][:ro][:nqn=NQN], the NQN taking the
-/// rest of the value (NQNs hold colons).
-fn parse_share(share: &str) -> Result<(&str, Protocol, bool, Option<&str>), String> {
-    let (head, nqn) = match share.split_once(":nqn=") {
-        Some((_, "")) => return Err(format!("--share {share}: nqn= gives no NQN")),
-        Some((head, nqn)) => (head, Some(nqn)),
-        None => (share, None),
-    };
-    let (rest, read_only) = match head.strip_suffix(":ro") {
-        Some(n) => (n, true),
-        None => (head, false),
-    };
-    let (name, protocol) = match rest.rsplit_once(':') {
-        Some((name, p)) => match Protocol::from_name(p) {
-            Some(protocol) => (name, protocol),
-            None => {
-                return Err(format!(
-                    "--share {share}: unknown protocol {p:?} (nbd or nvmf)"
-                ));
-            }
-        },
-        None => (rest, Protocol::Nbd),
-    };
-    if name.is_empty() {
-        return Err(format!("--share {share}: no device name"));
-    }
-    Ok((name, protocol, read_only, nqn))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn share_values_parse_with_the_nqn_last() {
-        assert_eq!(parse_share("m0"), Ok(("m0", Protocol::Nbd, false, None)));
-        assert_eq!(
-            parse_share("m0:nvmf:ro"),
-            Ok(("m0", Protocol::Nvmf, true, None))
-        );
-        assert_eq!(
-            parse_share("m0:nvmf:nqn=nqn.2019-05.io.example:vol:1"),
-            Ok((
-                "m0",
-                Protocol::Nvmf,
-                false,
-                Some("nqn.2019-05.io.example:vol:1")
-            ))
-        );
-        assert_eq!(
-            parse_share("m0:nvmf:ro:nqn=nqn.2019-05.io.example:ro"),
-            Ok((
-                "m0",
-                Protocol::Nvmf,
-                true,
-                Some("nqn.2019-05.io.example:ro")
-            ))
-        );
-        assert!(parse_share("m0:nvmf:nqn=").unwrap_err().contains("no NQN"));
-        assert!(
-            parse_share(":nvmf:nqn=nqn.2019-05.io.example:x")
-                .unwrap_err()
-                .contains("no device name")
-        );
     }
 }
