@@ -29,9 +29,9 @@ use io_engine::export::Dispatch;
 use io_engine::export::Protocol;
 use io_engine::export::nbd::{Listener, NbdServer};
 use io_engine::export::nvmf;
-use share_flag::ShareFlag;
 use io_engine::pool::DEFAULT_CACHE_SIZE;
 use io_engine::reactor::PollMode;
+use share_flag::ShareFlag;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
