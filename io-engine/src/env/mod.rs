@@ -2,7 +2,8 @@
 //! cgroup limits (CPU quota, memory limit) and the reactor count sized from
 //! them, core slots (a unique number per data-path thread), hugepage-backed DMA
 //! memory, its IOVA and the memory check before mapping it, the cycle
-//! clock, and the size of the last-level cache.
+//! clock, the size of the last-level cache, and Unix socket paths owned
+//! like ports.
 //!
 //! Thread: any. Nothing here keeps per-core state.
 
@@ -18,5 +19,6 @@ pub mod cpu_quota;
 pub mod dma;
 pub mod logging;
 pub mod memory_limit;
+pub mod socket_path;
 pub mod tsc;
 pub mod xorshift;

@@ -25,6 +25,7 @@ use io_engine::env::core_sizing::CoreSizing;
 use io_engine::env::cores::allowed_cpus;
 use io_engine::env::cpu_quota::CpuQuota;
 use io_engine::env::dma::register_mapper;
+use io_engine::env::socket_path::SocketPath;
 use io_engine::export::Dispatch;
 use io_engine::export::Protocol;
 use io_engine::export::nbd::{Listener, NbdServer};
@@ -123,7 +124,9 @@ struct Args {
     #[arg(long, env = "IO_ENGINE_NBD_ADDR", default_value = "127.0.0.1:10809")]
     nbd_addr: SocketAddr,
 
-    /// Also listen for NBD on this Unix socket path.
+    /// Also listen for NBD on this Unix socket path. A socket another
+    /// process listens on is refused (exit 2), a stale one replaced; at
+    /// shutdown the file is removed if it is still this daemon's.
     #[arg(long, env = "IO_ENGINE_NBD_SOCKET", value_name = "PATH")]
     nbd_socket: Option<std::path::PathBuf>,
 
@@ -348,21 +351,20 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
     let nbd = runtime
         .block_on(TcpListener::bind(args.nbd_addr))
         .map_err(|e| format!("cannot listen for NBD on {}: {e}", args.nbd_addr))?;
-    let nbd_unix = match &args.nbd_socket {
+    // The socket's path is this daemon's until it stops: a live one is
+    // refused (exit 2, as a TCP port in use), a stale one replaced.
+    let (nbd_unix, nbd_socket_path) = match &args.nbd_socket {
         Some(path) => {
             let _guard = runtime.enter();
-            // A socket left by an earlier run would make the bind fail.
-            if std::fs::symlink_metadata(path)
-                .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
-            {
-                let _ = std::fs::remove_file(path);
-            }
-            Some(
-                tokio::net::UnixListener::bind(path)
-                    .map_err(|e| format!("cannot listen for NBD on {}: {e}", path.display()))?,
-            )
+            let (listener, owned) = SocketPath::bind(path)
+                .map_err(|e| format!("cannot listen for NBD on --nbd-socket {e}"))?;
+            listener
+                .set_nonblocking(true)
+                .and_then(|()| tokio::net::UnixListener::from_std(listener))
+                .map(|l| (Some(l), Some(owned)))
+                .map_err(|e| format!("cannot listen for NBD on {}: {e}", path.display()))?
         }
-        None => None,
+        None => (None, None),
     };
     let signals = {
         let _guard = runtime.enter();
@@ -410,9 +412,8 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         (target, nvmf),
         signals,
     ));
-    if let Some(path) = &args.nbd_socket {
-        let _ = std::fs::remove_file(path);
-    }
+    // Removes the socket file if it is still the one bound at start.
+    drop(nbd_socket_path);
     // Blocking work still running (a device being mapped) gets the rest of
     // the drain time, not more.
     runtime.shutdown_timeout(Duration::from_millis(300));
