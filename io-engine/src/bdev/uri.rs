@@ -259,6 +259,14 @@ pub enum UriError {
         ch: char,
     },
 
+    /// The name is `.` or `..`: path components, not names (an export
+    /// name or a file named after the device would mean something else).
+    #[error("device name {name:?} is reserved: `.` and `..` name directories, not devices")]
+    ReservedName {
+        /// The name, percent-decoded.
+        name: String,
+    },
+
     /// The name is longer than [`MAX_NAME_LEN`] bytes.
     #[error("device name {name:?} is {len} bytes long; at most {MAX_NAME_LEN} are allowed")]
     NameTooLong {
@@ -584,6 +592,11 @@ fn check_name(name: &str) -> Result<(), UriError> {
         return Err(UriError::InvalidNameChar {
             name: name.to_owned(),
             ch,
+        });
+    }
+    if name == "." || name == ".." {
+        return Err(UriError::ReservedName {
+            name: name.to_owned(),
         });
     }
     if name.len() > MAX_NAME_LEN {

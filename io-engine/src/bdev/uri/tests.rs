@@ -607,7 +607,7 @@ fn kind() -> impl Strategy<Value = BdevKind> {
 }
 
 fn name() -> impl Strategy<Value = String> {
-    "[A-Za-z0-9._:-]{1,255}"
+    "[A-Za-z0-9._:-]{1,255}".prop_filter("`.` and `..` are reserved", |n| n != "." && n != "..")
 }
 
 fn block_size() -> impl Strategy<Value = u32> {
@@ -667,4 +667,24 @@ proptest! {
         prop_assert!(canonical.starts_with(&prefix), "{} lacks {}", canonical, prefix);
         prop_assert_eq!(parse(&canonical).unwrap(), spec);
     }
+}
+
+#[test]
+fn dot_and_dot_dot_are_not_device_names() {
+    for uri in [
+        "null:///.?size_mb=1",
+        "null:///..?size_mb=1",
+        "malloc:///%2E?size_mb=1",
+        "malloc:///%2E%2E?size_mb=1",
+    ] {
+        let e = err(uri, &["is reserved", "name directories"]);
+        assert!(matches!(e, UriError::ReservedName { .. }), "{uri}: {e}");
+    }
+    assert!(matches!(
+        BdevSpec::new(BdevKind::Null, "..", 512, 1, None),
+        Err(UriError::ReservedName { .. })
+    ));
+    // Dots inside a name are fine.
+    assert_eq!(ok("null:///.a?size_mb=1").name, ".a");
+    assert_eq!(ok("null:///a..b?size_mb=1").name, "a..b");
 }
