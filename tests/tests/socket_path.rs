@@ -29,14 +29,8 @@ fn greets(path: &Path) -> bool {
     s.read_exact(&mut magic).is_ok() && &magic == NBD_MAGIC
 }
 
-#[test]
-fn a_live_daemons_socket_is_refused_and_left_serving() {
-    let dir = TempDir::new("socket-live");
-    let sock = dir.path().join("nbd.sock");
-    let sock_s = sock.to_str().expect("a UTF-8 path");
-    let mut first = Daemon::start_quiet(["--nbd-socket", sock_s]);
-    assert!(greets(&sock), "the first daemon serves NBD on its socket");
-
+/// A daemon's full command line on `--nbd-socket sock` with ports of its own.
+fn second_daemon_args(sock: &str) -> Vec<String> {
     let mut args = quiet_args();
     for a in [
         "--grpc-addr",
@@ -48,10 +42,22 @@ fn a_live_daemons_socket_is_refused_and_left_serving() {
         "--nvmf-addr",
         "127.0.0.1:0",
         "--nbd-socket",
-        sock_s,
+        sock,
     ] {
         args.push(a.into());
     }
+    args
+}
+
+#[test]
+fn a_live_daemons_socket_is_refused_and_left_serving() {
+    let dir = TempDir::new("socket-live");
+    let sock = dir.path().join("nbd.sock");
+    let sock_s = sock.to_str().expect("a UTF-8 path");
+    let mut first = Daemon::start_quiet(["--nbd-socket", sock_s]);
+    assert!(greets(&sock), "the first daemon serves NBD on its socket");
+
+    let args = second_daemon_args(sock_s);
     let (out, _) = run_daemon_to_exit(&args, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
@@ -89,21 +95,7 @@ fn a_stale_socket_is_replaced_and_anothers_socket_is_not_removed() {
     // Anything but a socket is refused, not removed.
     std::fs::remove_file(&sock).expect("remove");
     std::fs::write(&sock, b"notes").expect("a file");
-    let mut args = quiet_args();
-    for a in [
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--metrics-addr",
-        "127.0.0.1:0",
-        "--nbd-addr",
-        "127.0.0.1:0",
-        "--nvmf-addr",
-        "127.0.0.1:0",
-        "--nbd-socket",
-        sock_s,
-    ] {
-        args.push(a.into());
-    }
+    let args = second_daemon_args(sock_s);
     let (out, _) = run_daemon_to_exit(&args, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
