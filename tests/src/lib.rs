@@ -4,12 +4,13 @@
 //! Thread: the test threads. [`bin`] builds each binary at most once per test
 //! process, behind a mutex, so tests running in parallel share one build.
 //!
-//! [`daemon`] runs the `io-engine` daemon under test; [`http`] is the tiny
+//! [`certs`] writes a throw-away PKI for the TLS tests; [`daemon`] runs the `io-engine` daemon under test; [`http`] is the tiny
 //! HTTP client the tests read `/metrics` and Prometheus's API with;
 //! [`prometheus`] runs the real Prometheus server; [`tools`] finds the
 //! linters and validators of the deployment files; [`vm`] runs scripts in
 //! a micro-VM with the real Linux initiators.
 
+pub mod certs;
 pub mod daemon;
 pub mod http;
 pub mod nvmf;
