@@ -2,6 +2,7 @@
 //!
 //! Thread: any.
 
+use super::quoted::Quoted;
 use super::uri::UriError;
 use crate::env::dma::DmaError;
 use crate::pool::PoolError;
@@ -13,13 +14,16 @@ pub enum BdevError {
     #[error("invalid device URI: {0}")]
     Uri(#[from] UriError),
     /// A device with that name exists.
-    #[error("a device named {0:?} already exists")]
+    #[error("a device named {} already exists", Quoted(.0))]
     Exists(String),
     /// No device with that name.
-    #[error("no device named {0:?}")]
+    #[error("no device named {}", Quoted(.0))]
     NotFound(String),
     /// The device is open (by a channel, a share, a benchmark).
-    #[error("device {name:?} is open ({open} descriptor(s)); close it before destroying it")]
+    #[error(
+        "device {} is open ({open} descriptor(s)); close it before destroying it",
+        Quoted(.name)
+    )]
     Busy {
         /// Device name.
         name: String,
@@ -27,7 +31,7 @@ pub enum BdevError {
         open: usize,
     },
     /// The device's memory could not be had.
-    #[error("cannot allocate memory for device {name:?}: {source}")]
+    #[error("cannot allocate memory for device {}: {source}", Quoted(.name))]
     NoMemory {
         /// Device name.
         name: String,

@@ -18,7 +18,8 @@
 //! emulated with reads and writes between the channel and the device
 //! (`copy_emulation.rs`), counted and completed as one copy.
 //!
-//! Files, lowest first: `uri.rs` (specs), `io.rs` (IO objects), `stats.rs`,
+//! Files, lowest first: `quoted.rs` (client input in messages, bounded),
+//! `uri.rs` (specs), `io.rs` (IO objects), `stats.rs`,
 //! `identity.rs`, `device_channel.rs` and `device.rs` (the traits),
 //! `null.rs` and `malloc.rs` (the devices), `factory.rs` (builds a device
 //! from its spec), `entry.rs`, `desc.rs`, `info.rs`, `stats_reset.rs` and
@@ -41,6 +42,7 @@ mod io;
 mod io_pool_config;
 mod malloc;
 mod null;
+mod quoted;
 mod registry;
 mod stats;
 mod stats_reset;
@@ -60,6 +62,7 @@ pub use identity::Identity;
 pub use info::BdevInfo;
 pub use io::{BdevIo, IoCompletion, IoDone, IoError, IoRequest, IoSlot, IoType, SubmitError};
 pub use io_pool_config::IoPoolConfig;
+pub use quoted::{QUOTE_CHARS, Quoted};
 pub use registry::BdevRegistry;
 pub use stats::{IoStats, LATENCY_BUCKETS, OpStats, latency_bucket_bounds_ns};
 pub use stats_reset::StatsReset;

@@ -8,7 +8,8 @@
 //! or `malloc:///m0?num_blocks=131072`. This module turns such text into a
 //! validated [`BdevSpec`] (kind, name, block size, block count, optional
 //! uuid) or a [`UriError`] that says what was wrong, quotes the offending
-//! text and says what is accepted. It creates nothing itself.
+//! text (through [`Quoted`], so at most 128 characters of it) and says what
+//! is accepted. It creates nothing itself.
 //!
 //! Accepted form: `SCHEME:///NAME?PARAMS` where
 //!
@@ -33,6 +34,8 @@ use std::str::FromStr;
 
 use url::Url;
 use uuid::Uuid;
+
+use super::quoted::Quoted;
 
 /// Block size used when the URI gives no `blk_size`.
 pub const DEFAULT_BLOCK_SIZE: u32 = 512;
@@ -194,8 +197,9 @@ impl FromStr for BdevSpec {
 pub enum UriError {
     /// The text is not a URI at all.
     #[error(
-        "{uri:?} is not a URI ({source}); expected SCHEME:///NAME?PARAMS, \
-         e.g. \"malloc:///m0?size_mb=64\""
+        "{} is not a URI ({source}); expected SCHEME:///NAME?PARAMS, \
+         e.g. \"malloc:///m0?size_mb=64\"",
+        Quoted(.uri)
     )]
     Syntax {
         /// The text as given.
@@ -206,14 +210,18 @@ pub enum UriError {
     },
 
     /// The scheme names no known device kind.
-    #[error("unknown bdev scheme {scheme:?}; known schemes: {KNOWN_SCHEMES}")]
+    #[error("unknown bdev scheme {}; known schemes: {KNOWN_SCHEMES}", Quoted(.scheme))]
     UnknownScheme {
         /// The scheme as the URL parser read it (lowercase).
         scheme: String,
     },
 
     /// The `//` after the scheme is missing (`null:n0`, `null:/n0`).
-    #[error("{uri:?} lacks the three slashes after the scheme; write {suggestion:?}")]
+    #[error(
+        "{} lacks the three slashes after the scheme; write {}",
+        Quoted(.uri),
+        Quoted(.suggestion)
+    )]
     MissingSlashes {
         /// The text as given.
         uri: String,
@@ -223,8 +231,10 @@ pub enum UriError {
 
     /// A host (or port, or user) was given; devices are local.
     #[error(
-        "host {host:?} given, but block devices are local and take no host; \
-         use three slashes: {suggestion:?}"
+        "host {} given, but block devices are local and take no host; \
+         use three slashes: {}",
+        Quoted(.host),
+        Quoted(.suggestion)
     )]
     HostGiven {
         /// The authority part as given: `[user@]host[:port]`.
@@ -235,14 +245,20 @@ pub enum UriError {
     },
 
     /// A `#fragment` was given.
-    #[error("fragment \"#{fragment}\" is not accepted in a bdev URI; remove it")]
+    #[error(
+        "fragment {} is not accepted in a bdev URI; remove it",
+        Quoted(&format!("#{}", .fragment))
+    )]
     Fragment {
         /// The fragment, without the `#`.
         fragment: String,
     },
 
     /// The path is empty: no device name.
-    #[error("no device name in {uri:?}; put it after the three slashes, as in \"{kind}:///dev0\"")]
+    #[error(
+        "no device name in {}; put it after the three slashes, as in \"{kind}:///dev0\"",
+        Quoted(.uri)
+    )]
     MissingName {
         /// The text as given.
         uri: String,
@@ -251,7 +267,7 @@ pub enum UriError {
     },
 
     /// The name holds a character outside the allowed set.
-    #[error("device name {name:?} contains {ch:?}; allowed: {NAME_CHARS}")]
+    #[error("device name {} contains {ch:?}; allowed: {NAME_CHARS}", Quoted(.name))]
     InvalidNameChar {
         /// The name, percent-decoded.
         name: String,
@@ -261,14 +277,20 @@ pub enum UriError {
 
     /// The name is `.` or `..`: path components, not names (an export
     /// name or a file named after the device would mean something else).
-    #[error("device name {name:?} is reserved: `.` and `..` name directories, not devices")]
+    #[error(
+        "device name {} is reserved: `.` and `..` name directories, not devices",
+        Quoted(.name)
+    )]
     ReservedName {
         /// The name, percent-decoded.
         name: String,
     },
 
     /// The name is longer than [`MAX_NAME_LEN`] bytes.
-    #[error("device name {name:?} is {len} bytes long; at most {MAX_NAME_LEN} are allowed")]
+    #[error(
+        "device name {} is {len} bytes long; at most {MAX_NAME_LEN} are allowed",
+        Quoted(.name)
+    )]
     NameTooLong {
         /// The name, percent-decoded.
         name: String,
@@ -278,8 +300,9 @@ pub enum UriError {
 
     /// The path has more than one segment (`null:///a/b`).
     #[error(
-        "path {path:?} has more than one segment; a bdev name is a single \
-         segment without '/', as in \"null:///dev0\""
+        "path {} has more than one segment; a bdev name is a single \
+         segment without '/', as in \"null:///dev0\"",
+        Quoted(.path)
     )]
     NestedPath {
         /// The path as given, with its leading '/'.
@@ -287,7 +310,7 @@ pub enum UriError {
     },
 
     /// A query parameter that no bdev accepts.
-    #[error("unknown parameter {param:?}; accepted: {ACCEPTED_PARAMETERS}")]
+    #[error("unknown parameter {}; accepted: {ACCEPTED_PARAMETERS}", Quoted(.param))]
     UnknownParameter {
         /// The parameter name, percent-decoded.
         param: String,
@@ -302,8 +325,9 @@ pub enum UriError {
 
     /// Both `size_mb` and `num_blocks` were given.
     #[error(
-        "both size_mb={size_mb:?} and num_blocks={num_blocks:?} given; give \
-         exactly one of them"
+        "both size_mb={} and num_blocks={} given; give exactly one of them",
+        Quoted(.size_mb),
+        Quoted(.num_blocks)
     )]
     ConflictingSize {
         /// The `size_mb` value as given.
@@ -313,7 +337,7 @@ pub enum UriError {
     },
 
     /// Neither `size_mb` nor `num_blocks` was given.
-    #[error("no size in {uri:?}; add size_mb=N (MiB) or num_blocks=N")]
+    #[error("no size in {}; add size_mb=N (MiB) or num_blocks=N", Quoted(.uri))]
     MissingSize {
         /// The text as given.
         uri: String,
@@ -328,8 +352,9 @@ pub enum UriError {
 
     /// A numeric parameter that is not a decimal u64.
     #[error(
-        "parameter {param}={value:?} is {reason}; expected a decimal integer \
+        "parameter {param}={} is {reason}; expected a decimal integer \
          (digits only, at most {max})",
+        Quoted(.value),
         max = u64::MAX
     )]
     InvalidNumber {
@@ -342,7 +367,7 @@ pub enum UriError {
     },
 
     /// A block size other than 512 or 4096.
-    #[error("blk_size={value:?} is not supported; accepted: 512, 4096")]
+    #[error("blk_size={} is not supported; accepted: 512, 4096", Quoted(.value))]
     UnsupportedBlockSize {
         /// The value as given.
         value: String,
@@ -367,8 +392,9 @@ pub enum UriError {
 
     /// A `uuid` that does not parse, or the nil uuid.
     #[error(
-        "uuid={value:?} is not a usable uuid ({reason}); expected e.g. \
-         \"3f2a5c4e-8d1b-4e6f-9a7c-1b2d3e4f5a6b\""
+        "uuid={} is not a usable uuid ({reason}); expected e.g. \
+         \"3f2a5c4e-8d1b-4e6f-9a7c-1b2d3e4f5a6b\"",
+        Quoted(.value)
     )]
     InvalidUuid {
         /// The value, percent-decoded.
