@@ -4,7 +4,9 @@
 //!
 //! Thread: the control-plane runtime; `f` on its blocking pool.
 
-use tonic::Status;
+use tonic::{Code, Status};
+
+use super::status::status;
 
 /// Runs `f` on the blocking pool; a panic there is `INTERNAL`.
 pub(super) async fn blocking<T: Send + 'static>(
@@ -12,5 +14,5 @@ pub(super) async fn blocking<T: Send + 'static>(
 ) -> Result<T, Status> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| Status::internal(format!("control task failed: {e}")))
+        .map_err(|e| status(Code::Internal, format!("control task failed: {e}")))
 }

@@ -10,7 +10,9 @@ use io_engine_api::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::status;
+use crate::bdev::Quoted;
 use crate::engine::Engine;
+use crate::export::nvmf::nqn::MAX_NQN;
 use crate::export::{Protocol, ShareInfo};
 
 /// The export service over the engine.
@@ -58,8 +60,8 @@ impl pb::export_service_server::ExportService for ExportService {
         let r = req.into_inner();
         let Some(protocol) = Protocol::from_name(&r.protocol) else {
             return Err(status::invalid(format!(
-                "unknown protocol {:?}: this engine exports over nbd and nvmf",
-                r.protocol
+                "unknown protocol {}: this engine exports over nbd and nvmf",
+                Quoted(&r.protocol)
             )));
         };
         if !r.allowed_hosts.is_empty() && protocol != Protocol::Nvmf {
@@ -67,14 +69,15 @@ impl pb::export_service_server::ExportService for ExportService {
                 "allowed hosts are host NQNs: NVMe-oF shares only (protocol nvmf)",
             ));
         }
-        if let Some(h) = r
-            .allowed_hosts
-            .iter()
-            .find(|h| !h.starts_with("nqn.") || h.len() > 223)
-        {
+        if let Some(h) = r.allowed_hosts.iter().find(|h| {
+            !h.starts_with("nqn.")
+                || h.len() > MAX_NQN
+                || h.chars().any(|c| c.is_control() || c.is_whitespace())
+        }) {
             return Err(status::invalid(format!(
-                "allowed host {:?} is not an NQN (nqn. and at most 223 bytes)",
-                h.chars().take(64).collect::<String>()
+                "allowed host {} is not an NQN (nqn., at most {MAX_NQN} bytes, no spaces or \
+                 control characters)",
+                Quoted(h)
             )));
         }
         let nqn = Some(r.nqn).filter(|n| !n.is_empty());

@@ -7,6 +7,7 @@
 
 use clap::ValueEnum;
 
+use crate::bdev::Quoted;
 use crate::perf::{PerfError, PerfSpec, Workload};
 
 /// What a client asks to run; `None` takes the default.
@@ -43,8 +44,8 @@ impl PerfRequest {
     pub fn spec(self) -> Result<PerfSpec, PerfError> {
         let workload = Workload::from_str(&self.workload, true).map_err(|_| {
             PerfError::Invalid(format!(
-                "unknown workload {:?}: expected read, write, randread, randwrite or randrw",
-                self.workload
+                "unknown workload {}: expected read, write, randread, randwrite or randrw",
+                Quoted(&self.workload)
             ))
         })?;
         Ok(PerfSpec {

@@ -3,7 +3,7 @@
 //! Thread: any (plain data).
 
 use super::Protocol;
-use crate::bdev::BdevError;
+use crate::bdev::{BdevError, Quoted};
 
 /// Errors of the export registry.
 #[derive(Debug, thiserror::Error)]
@@ -12,33 +12,38 @@ pub enum ExportError {
     #[error(transparent)]
     Bdev(#[from] BdevError),
     /// The device is shared already.
-    #[error("device {0:?} is already shared")]
+    #[error("device {} is already shared", Quoted(.0))]
     AlreadyShared(String),
     /// An NQN was given for a share over a protocol other than NVMe-oF.
     #[error("an NQN names an NVMe-oF subsystem: it is for protocol nvmf only, not {0}")]
     NqnNotForProtocol(Protocol),
     /// The NQN given breaks a rule of NVMe Qualified Names.
-    #[error("NQN {nqn} {why}")]
+    #[error("NQN {} {why}", Quoted(.nqn))]
     InvalidNqn {
-        /// The NQN, quoted (in part if long).
+        /// The NQN as given.
         nqn: String,
         /// The rule broken.
         why: &'static str,
     },
     /// Another share's subsystem has this NQN.
-    #[error("NQN {nqn} is already the NQN of device {device:?}'s share")]
+    #[error(
+        "NQN {} is already the NQN of device {}'s share",
+        Quoted(.nqn),
+        Quoted(.device)
+    )]
     NqnInUse {
-        /// The NQN, quoted (in part if long).
+        /// The NQN as given.
         nqn: String,
         /// The device shared under it.
         device: String,
     },
     /// The device is not shared.
-    #[error("device {0:?} is not shared")]
+    #[error("device {} is not shared", Quoted(.0))]
     NotShared(String),
     /// The device is shared, so it may not be destroyed.
     #[error(
-        "device {name:?} is shared over {}; unshare it before destroying it",
+        "device {} is shared over {}; unshare it before destroying it",
+        Quoted(.name),
         protocol.title()
     )]
     Shared {

@@ -18,7 +18,7 @@ use super::release::Release;
 use super::share_state::ShareState;
 use super::share_watch::ShareWatch;
 use super::{Attachment, ExportError, Protocol, Share, ShareInfo};
-use crate::bdev::BdevRegistry;
+use crate::bdev::{BdevRegistry, Quoted};
 
 /// Longest an unshare waits for attached connections to let the device
 /// go. Shorter than the time an NBD connection waits for the rest of a
@@ -69,7 +69,7 @@ impl Exports {
         let nqn = match (protocol, nqn) {
             (Protocol::Nvmf, Some(n)) => {
                 nqn::check(&n).map_err(|why| ExportError::InvalidNqn {
-                    nqn: nqn::quoted(&n),
+                    nqn: n.clone(),
                     why,
                 })?;
                 Some(n)
@@ -86,7 +86,7 @@ impl Exports {
             && let Some(other) = entries.values().find(|e| e.share.nqn.as_ref() == Some(n))
         {
             return Err(ExportError::NqnInUse {
-                nqn: nqn::quoted(n),
+                nqn: n.clone(),
                 device: other.share.name.clone(),
             });
         }
@@ -186,7 +186,7 @@ impl Exports {
             (max != 0 && e.state.connections() >= max).then(|| {
                 format!(
                     "export {} is at its limit of {max} connections; try again later",
-                    e.share.name
+                    Quoted(&e.share.name)
                 )
             })
         })

@@ -2,7 +2,7 @@
 //!
 //! Thread: any; plain data.
 
-use crate::bdev::BdevError;
+use crate::bdev::{BdevError, Quoted};
 use crate::pool::BufPoolError;
 use crate::reactor::ReactorError;
 
@@ -22,7 +22,7 @@ pub enum PerfError {
     #[error(transparent)]
     Reactor(#[from] ReactorError),
     /// A job failed to start on its reactor.
-    #[error("job on core {core} for {bdev}: {reason}")]
+    #[error("job on core {core} for {}: {reason}", Quoted(.bdev))]
     Job {
         /// Reactor index.
         core: usize,

@@ -12,7 +12,7 @@ use super::job::{Job, JobResult, JobSpec, Progress};
 use super::job_row::JobRow;
 use super::perf_error::PerfError;
 use super::perf_spec::{MAX_SECONDS, PerfSpec};
-use crate::bdev::BdevRegistry;
+use crate::bdev::{BdevRegistry, Quoted};
 use crate::pool::{BufPool, PoolConfig};
 use crate::reactor::{Reactors, Reply};
 
@@ -86,28 +86,32 @@ pub fn start(
         let bdev = desc.bdev();
         if !spec.io_size.is_multiple_of(bdev.block_size() as u64) {
             return invalid(format!(
-                "IO size {} is not a multiple of {name}'s block size {}",
+                "IO size {} is not a multiple of {}'s block size {}",
                 spec.io_size,
+                Quoted(name),
                 bdev.block_size()
             ));
         }
         if spec.verify {
             if !bdev.stores_data() {
                 return invalid(format!(
-                    "-y needs devices that store data; {name} ({}) discards writes",
+                    "-y needs devices that store data; {} ({}) discards writes",
+                    Quoted(name),
                     bdev.product()
                 ));
             }
             if bdev.size_bytes() / spec.io_size < stripes {
                 return invalid(format!(
-                    "-y gives every IO in flight its own blocks: {name} needs at least {stripes} \
+                    "-y gives every IO in flight its own blocks: {} needs at least {stripes} \
                      IOs of {} bytes",
+                    Quoted(name),
                     spec.io_size
                 ));
             }
         } else if bdev.size_bytes() < spec.io_size {
             return invalid(format!(
-                "{name} ({} bytes) is smaller than one IO of {} bytes",
+                "{} ({} bytes) is smaller than one IO of {} bytes",
+                Quoted(name),
                 bdev.size_bytes(),
                 spec.io_size
             ));

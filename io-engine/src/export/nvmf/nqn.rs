@@ -17,9 +17,6 @@ const UUID_PREFIX: &str = "nqn.2014-08.org.nvmexpress:uuid:";
 /// Longest NQN, in bytes of UTF-8, without the NUL.
 pub const MAX_NQN: usize = 223;
 
-/// Most characters of a refused NQN quoted in a message.
-const QUOTED: usize = 64;
-
 /// The NQN of the subsystem that exports device `name` when its share
 /// gives none.
 pub fn nqn_of(name: &str) -> String {
@@ -70,14 +67,6 @@ pub fn check(nqn: &str) -> Result<(), &'static str> {
         return Err("ends with ':' (a string must follow it)");
     }
     Ok(())
-}
-
-/// At most [`QUOTED`] characters of `nqn`, for a message about it.
-pub fn quoted(nqn: &str) -> String {
-    match nqn.char_indices().nth(QUOTED) {
-        Some((end, _)) => format!("{:?}...", &nqn[..end]),
-        None => format!("{nqn:?}"),
-    }
 }
 
 /// `YYYY-MM`, a year from 1985 (the first domain names) to 2999.
@@ -158,12 +147,5 @@ mod tests {
             let e = check(bad).expect_err(bad);
             assert!(e.contains(why), "{bad}: {e}");
         }
-    }
-
-    #[test]
-    fn a_refused_nqn_is_quoted_in_part() {
-        assert_eq!(quoted("nqn.x"), "\"nqn.x\"");
-        let q = quoted(&"é".repeat(300));
-        assert!(q.ends_with("...") && q.chars().count() == 64 + 5, "{q}");
     }
 }
