@@ -6,7 +6,10 @@
 //!
 //! Thread: the control-plane runtime, a small tokio runtime whose threads
 //! are not reactors. Requests reach the data plane only through the
-//! reactors' run-on-core door; errors become statuses in `status`.
+//! reactors' run-on-core door; errors become statuses in `status`. The
+//! bounds of `limits` (requests at once, request size, timeout) keep a
+//! flood of requests from starving the runtime, the metrics endpoint on it,
+//! or the blocking pool.
 
 mod accel_service;
 mod bdev_service;
@@ -14,7 +17,9 @@ mod blocking;
 mod engine_service;
 mod error;
 mod export_service;
+mod limits;
 mod perf_service;
+mod request_limit;
 mod server;
 mod stats_service;
 mod status;
@@ -24,6 +29,9 @@ pub use bdev_service::BdevService;
 pub use engine_service::EngineService;
 pub use error::ControlError;
 pub use export_service::ExportService;
+pub use limits::Limits;
 pub use perf_service::PerfService;
+pub use request_limit::{RequestLimit, RequestLimitLayer};
 pub use server::{SHUTDOWN_GRACE, serve};
 pub use stats_service::StatsService;
+pub use status::MAX_MESSAGE;

@@ -1,5 +1,7 @@
 //! The tonic server: the six `io_engine.v1` services, the standard health
-//! service (SERVING until shutdown) and reflection, and the graceful stop.
+//! service (SERVING until shutdown) and reflection (`grpc.reflection.v1`
+//! and `v1alpha`, which older tools still ask for), behind the control
+//! plane's [`Limits`], and the graceful stop.
 //!
 //! Thread: the control-plane runtime.
 
@@ -15,8 +17,8 @@ use tonic::transport::Server;
 use tonic_health::ServingStatus;
 
 use super::{
-    AccelService, BdevService, ControlError, EngineService, ExportService, PerfService,
-    StatsService,
+    AccelService, BdevService, ControlError, EngineService, ExportService, Limits, PerfService,
+    RequestLimitLayer, StatsService,
 };
 use crate::engine::Engine;
 
@@ -30,12 +32,13 @@ use pb::stats_service_server::StatsServiceServer;
 /// How long requests in progress may take once shutdown starts.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
-/// Serves the API on `listener` until `shutdown` completes, then reports
-/// NOT_SERVING to health checks, stops accepting, and lets requests in
-/// progress finish.
+/// Serves the API on `listener` within `limits` until `shutdown`
+/// completes, then reports NOT_SERVING to health checks, stops accepting,
+/// and lets requests in progress finish.
 pub async fn serve(
     listener: TcpListener,
     engine: Arc<Engine>,
+    limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ControlError> {
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -52,10 +55,14 @@ pub async fn serve(
             .set_service_status(name, ServingStatus::Serving)
             .await;
     }
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1alpha = reflection().build_v1alpha()?;
+    let reflection = reflection().build_v1()?;
+    let max = limits.max_request_bytes as usize;
     let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
     let draining = async move {
         shutdown.await;
@@ -65,14 +72,31 @@ pub async fn serve(
         let _ = drain_tx.send(());
     };
     let server = Server::builder()
+        .layer(RequestLimitLayer::new(&limits))
         .add_service(health_service)
         .add_service(reflection)
-        .add_service(BdevServiceServer::new(BdevService::new(engine.clone())))
-        .add_service(StatsServiceServer::new(StatsService::new(engine.clone())))
-        .add_service(EngineServiceServer::new(EngineService::new(engine.clone())))
-        .add_service(PerfServiceServer::new(PerfService::new(engine.clone())))
-        .add_service(ExportServiceServer::new(ExportService::new(engine.clone())))
-        .add_service(AccelServiceServer::new(AccelService::new(engine)))
+        .add_service(reflection_v1alpha)
+        .add_service(
+            BdevServiceServer::new(BdevService::new(engine.clone())).max_decoding_message_size(max),
+        )
+        .add_service(
+            StatsServiceServer::new(StatsService::new(engine.clone()))
+                .max_decoding_message_size(max),
+        )
+        .add_service(
+            EngineServiceServer::new(EngineService::new(engine.clone()))
+                .max_decoding_message_size(max),
+        )
+        .add_service(
+            PerfServiceServer::new(PerfService::new(engine.clone())).max_decoding_message_size(max),
+        )
+        .add_service(
+            ExportServiceServer::new(ExportService::new(engine.clone()))
+                .max_decoding_message_size(max),
+        )
+        .add_service(
+            AccelServiceServer::new(AccelService::new(engine)).max_decoding_message_size(max),
+        )
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), draining);
     // Requests in progress get SHUTDOWN_GRACE to finish; an idle client that
     // keeps its connection open does not hold the shutdown up past that.

@@ -19,6 +19,7 @@ use std::time::Duration;
 use clap::Parser;
 use io_engine::accel::Assignment;
 use io_engine::accel::ioat::IoatArgs;
+use io_engine::control::Limits;
 use io_engine::engine::{Engine, EngineConfig};
 use io_engine::env::affinity;
 use io_engine::env::core_sizing::CoreSizing;
@@ -111,6 +112,9 @@ struct Args {
 
     #[command(flatten)]
     ioat: IoatArgs,
+
+    #[command(flatten)]
+    grpc_limits: Limits,
 
     /// IO objects in the shared pool.
     #[arg(long, env = "IO_ENGINE_IO_POOL_SIZE", default_value_t = 65535)]
@@ -405,7 +409,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
     let target = engine.nvmf().clone();
     let clean = runtime.block_on(serve(
         engine.clone(),
-        grpc,
+        (grpc, args.grpc_limits),
         metrics,
         server,
         listeners,
@@ -441,7 +445,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
 /// Returns whether the drain finished in time.
 async fn serve(
     engine: Arc<Engine>,
-    grpc: TcpListener,
+    (grpc, grpc_limits): (TcpListener, Limits),
     metrics: TcpListener,
     nbd: Arc<NbdServer>,
     listeners: Vec<Listener>,
@@ -455,7 +459,12 @@ async fn serve(
             let _ = rx.wait_for(|s| *s).await;
         }
     };
-    let grpc_task = tokio::spawn(io_engine::control::serve(grpc, engine.clone(), stopped()));
+    let grpc_task = tokio::spawn(io_engine::control::serve(
+        grpc,
+        engine.clone(),
+        grpc_limits,
+        stopped(),
+    ));
     let metrics_task = tokio::spawn(io_engine::metrics::serve(
         metrics,
         engine.clone(),
