@@ -41,7 +41,9 @@ use super::phase::{Phase, Tx};
 use super::proto::*;
 use super::request_durations::CoreDurations;
 use super::stats::{ExportCounters, NbdCounters};
-use super::transmission::{Command, Request, RequestParser, command_index, validate};
+use super::transmission::{
+    Command, Request, RequestParser, command_index, error_message, validate,
+};
 use crate::bdev::{IoCompletion, IoDone, IoError, IoRequest, IoType};
 use crate::env::{core_slot, tsc};
 use crate::export::{Buffers, Exports, Output, Protocol, Stream};
@@ -642,7 +644,13 @@ impl Connection {
         self.hold.replied(now);
         self.reply_queued(req.kind, now);
         if structured && req.kind == Command::Read {
-            put_structured_error(output.bytes(), req.cookie, errno, "", true);
+            put_structured_error(
+                output.bytes(),
+                req.cookie,
+                errno,
+                error_message(errno),
+                true,
+            );
         } else {
             put_simple_reply(output.bytes(), req.cookie, errno);
         }
@@ -710,7 +718,7 @@ fn put_completion(output: &mut Output, structured: bool, io: &mut IoDone) {
         Err(e) => {
             let errno = errno_of(&e);
             if structured && op == IoType::Read {
-                put_structured_error(output.bytes(), cookie, errno, "", true);
+                put_structured_error(output.bytes(), cookie, errno, error_message(errno), true);
             } else {
                 put_simple_reply(output.bytes(), cookie, errno);
             }

@@ -9,7 +9,8 @@
 //! nothing; a WRITE's payload ([`Request::payload_len`] bytes) follows the
 //! header and stays in the caller's buffer. [`validate`] then decides
 //! whether the request may run; on `Err(errno)` the connection replies with
-//! that error (skipping a WRITE's payload) and carries on.
+//! that error (skipping a WRITE's payload) and carries on. A structured
+//! error reply carries [`error_message`]'s short text for its error value.
 //!
 //! Two things close the connection instead ([`ProtocolError`]): a header
 //! without the request magic (the stream can no longer be framed), and a
@@ -292,6 +293,22 @@ pub fn validate(
         });
     }
     Ok(())
+}
+
+/// The short human-readable message of a structured error reply with
+/// error value `errno` (what [`validate`] or the device refused).
+pub fn error_message(errno: u32) -> &'static str {
+    match errno {
+        EINVAL => "invalid request: command, flags, alignment, length or range",
+        EPERM => "the export is read-only",
+        ENOSPC => "past the end of the export",
+        ENOTSUP => "not supported by the device",
+        EIO => "device I/O error",
+        ESHUTDOWN => "the export is being unshared",
+        ENOMEM => "out of memory",
+        EOVERFLOW => "the reply does not fit one chunk",
+        _ => "request failed",
+    }
 }
 
 #[cfg(test)]

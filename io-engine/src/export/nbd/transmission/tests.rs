@@ -33,6 +33,24 @@ fn req(kind: Command, flags: u16, offset: u64, length: u32) -> Request {
     }
 }
 
+#[test]
+fn every_error_value_has_a_short_message() {
+    for errno in [
+        EPERM, EIO, ENOMEM, EINVAL, ENOSPC, EOVERFLOW, ENOTSUP, ESHUTDOWN, 9999,
+    ] {
+        let m = error_message(errno);
+        assert!(!m.is_empty() && m.len() <= 80, "{errno}: {m}");
+    }
+    assert_eq!(error_message(EPERM), "the export is read-only");
+    // The reply carries it: error value, message length, message.
+    let mut out = Vec::new();
+    put_structured_error(&mut out, 7, EINVAL, error_message(EINVAL), true);
+    let m = error_message(EINVAL).as_bytes();
+    assert_eq!(&out[20..24], &EINVAL.to_be_bytes());
+    assert_eq!(&out[24..26], &(m.len() as u16).to_be_bytes());
+    assert_eq!(&out[26..], m);
+}
+
 /// Validates with structured replies and a metadata context negotiated.
 fn check(r: Request) -> Result<(), u32> {
     validate(&r, &export(), true, true)
