@@ -1173,6 +1173,26 @@ fn structured_read(c: &mut Raw, offset: u64, len: u32) -> Vec<u8> {
 }
 
 #[test]
+fn a_structured_error_reply_carries_a_short_message() {
+    const REPLY_TYPE_ERROR: u16 = (1 << 15) | 1;
+    let d = start(&["malloc:///m0?size_mb=1"], &["m0"], &[]);
+    let mut c = open_structured(d.nbd_addr(), "m0");
+    let cookie = c.request(0, CMD_READ, 1 << 20, 512, &[]);
+    let h = c.recv(20);
+    assert_eq!(be32(&h[0..4]), STRUCTURED_REPLY_MAGIC, "{h:02x?}");
+    assert_eq!(be16(&h[6..8]), REPLY_TYPE_ERROR, "{h:02x?}");
+    assert_eq!(be64(&h[8..16]), cookie);
+    let body = c.recv(be32(&h[16..20]) as usize);
+    assert_eq!(be32(&body[0..4]), EINVAL);
+    let len = be16(&body[4..6]) as usize;
+    assert_eq!(body.len(), 6 + len, "{body:02x?}");
+    let message = std::str::from_utf8(&body[6..]).expect("a UTF-8 message");
+    assert!(message.starts_with("invalid request"), "{message:?}");
+    // The connection lives on.
+    assert_eq!(structured_read(&mut c, 0, 512).len(), 512);
+}
+
+#[test]
 fn a_null_export_reads_as_the_zeroes_its_map_promises() {
     const BS: u32 = 4096;
     let d = start(&["null:///n0?size_mb=16&blk_size=4096"], &["n0"], &[]);
