@@ -693,3 +693,54 @@ fn dot_and_dot_dot_are_not_device_names() {
     assert_eq!(ok("null:///.a?size_mb=1").name, ".a");
     assert_eq!(ok("null:///a..b?size_mb=1").name, "a..b");
 }
+
+#[test]
+fn every_error_quotes_at_most_128_characters_of_huge_input() {
+    let big = "x".repeat(100_000);
+    let digits = "9".repeat(100_000);
+    let zeros = format!("{}1", "0".repeat(100_000));
+    let cases = [
+        (big.clone(), "is not a URI"),
+        (format!("{big}:///n0?size_mb=1"), "unknown bdev scheme"),
+        (format!("null:{big}"), "lacks the three slashes"),
+        (
+            format!("null://{big}/n0?size_mb=1"),
+            "block devices are local",
+        ),
+        (
+            format!("null://h/n0?size_mb=1&{big}=1"),
+            "block devices are local",
+        ),
+        (format!("null:///n0?size_mb=1#{big}"), "fragment"),
+        (format!("null:///?{big}"), "no device name"),
+        (format!("null:///%01{big}?size_mb=1"), "contains '\\u{1}'"),
+        (format!("null:///{big}?size_mb=1"), "bytes long"),
+        (
+            format!("null:///a/{big}?size_mb=1"),
+            "more than one segment",
+        ),
+        (format!("null:///n0?size_mb=1&{big}=1"), "unknown parameter"),
+        (
+            format!("null:///n0?size_mb={big}&num_blocks={big}"),
+            "both size_mb",
+        ),
+        (format!("null:///n0?uuid={big}"), "no size"),
+        (
+            format!("null:///n0?size_mb={digits}"),
+            "too large for 64 bits",
+        ),
+        (
+            format!("null:///n0?size_mb=1&blk_size={zeros}"),
+            "not supported",
+        ),
+        (
+            format!("null:///n0?size_mb=1&uuid={big}"),
+            "not a usable uuid",
+        ),
+    ];
+    for (uri, says) in cases {
+        let e = err(&uri, &[says, " bytes)"]);
+        let msg = e.to_string();
+        assert!(msg.len() < 700, "{}: {} bytes", &msg[..80], msg.len());
+    }
+}
