@@ -37,9 +37,9 @@ pub struct Limits {
     pub max_request_bytes: u32,
 
     /// Longest a gRPC request may run, in seconds; one still running then
-    /// gets DEADLINE_EXCEEDED (what it started, such as a device being
-    /// created, may still finish). A perf run is bounded by its own run
-    /// time instead.
+    /// gets DEADLINE_EXCEEDED, while its handler finishes in the background
+    /// and keeps its place (a device being created may still be). A perf
+    /// run is bounded by its own run time instead.
     #[arg(
         long = "grpc-request-timeout",
         env = "IO_ENGINE_GRPC_REQUEST_TIMEOUT",

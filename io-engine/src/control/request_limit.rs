@@ -9,10 +9,13 @@
 //! daemon). A request holds its place until its response starts, so a
 //! stream (reflection, health watch) holds none while it streams.
 //!
-//! The timeout ends the request's handler with DEADLINE_EXCEEDED; blocking
-//! work it started (a device's memory being mapped) runs to its end, so a
-//! timed-out Create may still create its device. `PerfService/Run` is not
-//! timed: its request bounds its own run time.
+//! At the timeout the client gets DEADLINE_EXCEEDED, but the handler runs
+//! to its end in the background, in its place: blocking work cannot be
+//! stopped (a device's memory being mapped), and a handler dropped halfway
+//! would leave it running outside the bound. So at most the bound's count
+//! of handlers, and of blocking tasks, run at any time; a timed-out Create
+//! may still create its device. `PerfService/Run` is not timed: its
+//! request bounds its own run time.
 //!
 //! Thread: the control-plane runtime's workers.
 
@@ -111,22 +114,30 @@ where
             }
         };
         let timeout = (!UNTIMED.contains(&path)).then_some(self.limit.timeout);
-        let response = self.inner.call(req);
+        let mut response = Box::pin(self.inner.call(req));
         Box::pin(async move {
-            let _permit = permit;
             let Some(timeout) = timeout else {
-                return response.await;
+                let r = response.await;
+                drop(permit);
+                return r;
             };
-            match tokio::time::timeout(timeout, response).await {
+            match tokio::time::timeout(timeout, &mut response).await {
                 Ok(r) => r,
-                Err(_) => Ok(status(
-                    Code::DeadlineExceeded,
-                    format!(
-                        "the request ran longer than {} s (--grpc-request-timeout)",
-                        timeout.as_secs()
-                    ),
-                )
-                .into_http()),
+                Err(_) => {
+                    // The handler finishes in the background, in its place.
+                    tokio::spawn(async move {
+                        let _ = response.await;
+                        drop(permit);
+                    });
+                    Ok(status(
+                        Code::DeadlineExceeded,
+                        format!(
+                            "the request ran longer than {} s (--grpc-request-timeout)",
+                            timeout.as_secs()
+                        ),
+                    )
+                    .into_http())
+                }
             }
         })
     }
@@ -200,13 +211,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_request_past_the_timeout_is_ended_but_a_perf_run_is_not() {
+    async fn a_request_past_the_timeout_is_answered_but_a_perf_run_is_not() {
         let mut s = limited(4, 1);
         let slow = s.call(req(CREATE, 1500));
         let perf = s.call(req("/io_engine.v1.PerfService/Run", 1500));
         assert_eq!(code(slow).await, Code::DeadlineExceeded);
+        // The timed-out handler still runs, in its place, as does the run.
+        assert_eq!(s.limit.permits.available_permits(), 2);
         assert_eq!(code(perf).await, Code::Ok);
-        // The timed-out request gave its place back.
+        tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(s.limit.permits.available_permits(), 4);
     }
 }
