@@ -939,15 +939,5 @@ fn the_limits_hosts_see_follow_the_flags() {
 
 /// [`connect`] with an I/O queue of `sqsize` (0-based).
 fn connect_sq(addr: SocketAddr, sqsize: u16) -> (Host, Host, u16) {
-    let (mut admin, cqe) = Host::admin(addr, &nqn_of("m0"), 0).unwrap();
-    assert_eq!(cqe.status(), 0, "admin Connect");
-    let cntlid = cqe.dw0() as u16;
-    assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
-    let mut io = Host::tcp(addr).unwrap();
-    io.ic(false, false).unwrap();
-    let cqe = io
-        .connect(1, sqsize, cntlid, &nqn_of("m0"), HOST_NQN, 0)
-        .unwrap();
-    assert_eq!(cqe.status(), 0, "I/O queue Connect");
-    (admin, io, cntlid)
+    Host::pair(addr, &nqn_of("m0"), sqsize)
 }

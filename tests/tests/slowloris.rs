@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use io_engine_tests::daemon::Daemon;
 use io_engine_tests::http;
-use io_engine_tests::nvmf::{CC_ENABLE, HOST_NQN, Host, Sqe, nqn_of};
+use io_engine_tests::nvmf::{Host, Sqe, nqn_of};
 use io_engine_tests::output_with_timeout;
 
 const SILENT: usize = 500;
@@ -70,6 +70,22 @@ fn sees_eof(s: &mut TcpStream, timeout: Duration) -> bool {
             }
             Err(e) => panic!("read: {e}"),
         }
+    }
+}
+
+/// Asserts that each of `socks` (`what` they are) sees EOF by `deadline`
+/// after `t0`.
+fn all_closed_by<'a>(
+    what: &str,
+    socks: impl IntoIterator<Item = &'a mut TcpStream>,
+    t0: Instant,
+    deadline: Duration,
+) {
+    for (i, s) in socks.into_iter().enumerate() {
+        let left = deadline
+            .saturating_sub(t0.elapsed())
+            .max(Duration::from_millis(100));
+        assert!(sees_eof(s, left), "{what} socket {i} still open");
     }
 }
 
@@ -152,18 +168,8 @@ fn silent_and_stalled_nbd_sockets_lock_no_client_out_and_go_at_the_deadline() {
 
     // After the deadline every one of them is closed.
     let deadline = Duration::from_secs(3) + flooded + Duration::from_secs(3);
-    for (i, s) in silent.iter_mut().enumerate() {
-        let left = deadline
-            .saturating_sub(t0.elapsed())
-            .max(Duration::from_millis(100));
-        assert!(sees_eof(s, left), "silent socket {i} still open");
-    }
-    for (i, s) in stalled.iter_mut().enumerate() {
-        let left = deadline
-            .saturating_sub(t0.elapsed())
-            .max(Duration::from_millis(100));
-        assert!(sees_eof(s, left), "stalled socket {i} still open");
-    }
+    all_closed_by("silent", &mut silent, t0, deadline);
+    all_closed_by("stalled", &mut stalled, t0, deadline);
     eventually(
         "the handshake gauge back to 0",
         Duration::from_secs(2),
@@ -196,19 +202,10 @@ fn silent_and_stalled_nbd_sockets_lock_no_client_out_and_go_at_the_deadline() {
     assert!(d.stderr().contains("unlogged"), "the lines carry the count");
 }
 
-/// The NVMe/TCP host's round: admin queue (enabled), an I/O queue, a
-/// write and a read back of 8 KiB at block `slba`.
+/// The NVMe/TCP host's round: an admin queue and an I/O queue, a write
+/// and a read back of 8 KiB at block `slba`.
 fn nvmf_round(addr: SocketAddr, slba: u64, seed: u8) {
-    let (mut admin, cqe) = Host::admin(addr, &nqn_of("m0"), 0).unwrap();
-    assert_eq!(cqe.status(), 0, "admin Connect");
-    let cntlid = cqe.dw0() as u16;
-    assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
-    let mut io = Host::tcp(addr).unwrap();
-    io.ic(false, false).unwrap();
-    let cqe = io
-        .connect(1, 31, cntlid, &nqn_of("m0"), HOST_NQN, 0)
-        .unwrap();
-    assert_eq!(cqe.status(), 0, "I/O queue Connect");
+    let (_admin, mut io, _) = Host::pair(addr, &nqn_of("m0"), 31);
     let data: Vec<u8> = (0..8192)
         .map(|i| (i as u8).wrapping_mul(7) ^ seed)
         .collect();
@@ -252,18 +249,13 @@ fn silent_and_stalled_nvmf_sockets_lock_no_host_out_and_go_at_the_deadline() {
         assert!(took < CLIENT_BUDGET, "NVMe/TCP round {round} took {took:?}");
     }
     let deadline = Duration::from_secs(10) + flooded + Duration::from_secs(3);
-    for (i, s) in silent.iter_mut().enumerate() {
-        let left = deadline
-            .saturating_sub(t0.elapsed())
-            .max(Duration::from_millis(100));
-        assert!(sees_eof(s, left), "silent socket {i} still open");
-    }
-    for (i, h) in stalled.iter_mut().enumerate() {
-        let left = deadline
-            .saturating_sub(t0.elapsed())
-            .max(Duration::from_millis(100));
-        assert!(sees_eof(&mut h.sock, left), "stalled socket {i} still open");
-    }
+    all_closed_by("silent", &mut silent, t0, deadline);
+    all_closed_by(
+        "stalled",
+        stalled.iter_mut().map(|h| &mut h.sock),
+        t0,
+        deadline,
+    );
     let m = scrape(&d);
     let made_room = http::sample(&m, "io_engine_nvmf_refused_total{reason=\"connecting\"}");
     assert!(made_room > 0.0, "{m}");

@@ -213,3 +213,49 @@ impl NbdCounters {
         m.entry(name.to_string()).or_default().clone()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn handshakes_and_sessions_are_counted_apart() {
+        let c = NbdCounters::default();
+        c.connection_opened();
+        c.connection_opened();
+        c.connection_opened();
+        c.session_started();
+        let s = c.server_stats();
+        assert_eq!((c.connections(), s.handshakes, s.sessions), (3, 2, 1));
+        c.connection_closed(false);
+        c.connection_closed(true);
+        let s = c.server_stats();
+        assert_eq!((c.connections(), s.handshakes, s.sessions), (1, 1, 0));
+        c.connection_closed(false);
+        assert_eq!(c.server_stats().handshakes, 0);
+    }
+
+    #[test]
+    fn refusals_are_all_counted_and_logged_once_per_interval() {
+        let c = NbdCounters::default();
+        let t = Instant::now();
+        assert_eq!(c.refused(Refusal::HandshakeTimeout, t), Some(0));
+        assert_eq!(c.refused(Refusal::HandshakeTimeout, t), None);
+        assert_eq!(c.refused(Refusal::HandshakeTimeout, t), None);
+        // Each reason has its own interval.
+        assert_eq!(c.refused(Refusal::Handshakes, t), Some(0));
+        let later = t + REFUSAL_LOG_INTERVAL + Duration::from_secs(1);
+        assert_eq!(c.unlogged(later), vec![(Refusal::HandshakeTimeout, 2)]);
+        assert_eq!(
+            c.server_stats().refused,
+            [
+                ("connections", 0),
+                ("handshakes", 1),
+                ("handshake_timeout", 3)
+            ]
+            .map(|(r, n)| (r.to_string(), n))
+        );
+    }
+}
