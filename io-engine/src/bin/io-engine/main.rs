@@ -150,7 +150,9 @@ struct Args {
     nvmf_max_connections: usize,
 
     /// NVMe/TCP connections per listener that have not finished ICReq and
-    /// Connect; more are refused (0: no limit). Each has 10 s to connect.
+    /// Connect (0: no limit); a newcomer beyond takes the place of the one
+    /// that made the least progress, the oldest of those, which is closed.
+    /// Each has 10 s to connect.
     #[arg(long, env = "IO_ENGINE_NVMF_MAX_CONNECTING", default_value_t = 128)]
     nvmf_max_connecting: usize,
 
@@ -194,8 +196,10 @@ struct Args {
     )]
     shares: Vec<String>,
 
-    /// NBD connections allowed in total and per export; more are refused
-    /// (0: no limit).
+    /// NBD sessions (connections in transmission) allowed in total and per
+    /// export; beyond, GO is refused with ERR_POLICY and the reason (0: no
+    /// limit). Connections still in the handshake do not count here: see
+    /// --nbd-max-handshakes.
     #[arg(long, env = "IO_ENGINE_NBD_MAX_CONNECTIONS", default_value_t = 64)]
     nbd_max_connections: usize,
 
@@ -210,6 +214,24 @@ struct Args {
         value_name = "MICROS"
     )]
     nbd_reply_hold: u64,
+
+    /// Longest an NBD connection may take from accept to its transmission
+    /// phase (options, and TLS if any), in seconds; it is closed then (0:
+    /// no limit).
+    #[arg(
+        long,
+        env = "IO_ENGINE_NBD_HANDSHAKE_TIMEOUT",
+        default_value_t = 10,
+        value_name = "SECS"
+    )]
+    nbd_handshake_timeout: u64,
+
+    /// NBD connections that may be in the handshake at once (accepted, not
+    /// in transmission yet); a newcomer beyond takes the place of the one
+    /// that made the least progress, the oldest of those, which is closed
+    /// (0: no limit).
+    #[arg(long, env = "IO_ENGINE_NBD_MAX_HANDSHAKES", default_value_t = 128)]
+    nbd_max_handshakes: usize,
 
     /// Log format; RUST_LOG filters what is logged (default: info).
     #[arg(long, env = "IO_ENGINE_LOG_FORMAT", value_enum, default_value = "text")]
@@ -229,6 +251,22 @@ const VERSION: &str = concat!(
     env!("IO_ENGINE_GIT_REVISION"),
     ")"
 );
+
+/// Raises the soft limit on open files to the hard one: every NBD and
+/// NVMe/TCP connection is a descriptor, and the usual soft 1024 would run
+/// out under a flood of sockets before the handshake bounds close them.
+fn raise_fd_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut l = getrlimit(Resource::Nofile);
+    if let (Some(soft), Some(hard)) = (l.current, l.maximum)
+        && soft < hard
+    {
+        l.current = Some(hard);
+        if let Err(e) = setrlimit(Resource::Nofile, l) {
+            tracing::warn!("open-file limit stays at {soft}: {e}");
+        }
+    }
+}
 
 /// A start-up failure: one line, exit status 2.
 struct Fatal(String);
@@ -265,6 +303,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<ExitCode, Fatal> {
+    raise_fd_limit();
     let (cores, core_sizing) = CoreSizing::choose(
         args.reactor_mask.as_deref(),
         args.core_list.as_deref(),
@@ -403,6 +442,8 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         engine.nbd_counters().clone(),
         args.nbd_max_connections,
         std::time::Duration::from_micros(args.nbd_reply_hold),
+        Duration::from_secs(args.nbd_handshake_timeout),
+        args.nbd_max_handshakes,
     );
     let mut listeners = vec![Listener::Tcp(nbd)];
     listeners.extend(nbd_unix.map(Listener::Unix));
