@@ -2,7 +2,9 @@
 //! standard health and reflection services) over a running `Engine`, one
 //! file per service. The services only map messages onto the engine; its
 //! rules (what may be destroyed, perf defaults, how counters are read) live
-//! in `engine`.
+//! in `engine`. The listener speaks TLS (mTLS with a client CA) when
+//! `grpc_tls` is given certificates; plaintext only on loopback unless the
+//! operator insists (`grpc_tls_args`).
 //!
 //! Thread: the control-plane runtime, a small tokio runtime whose threads
 //! are not reactors. Requests reach the data plane only through the
@@ -14,6 +16,8 @@ mod blocking;
 mod engine_service;
 mod error;
 mod export_service;
+mod grpc_tls;
+mod grpc_tls_args;
 mod perf_service;
 mod server;
 mod stats_service;
@@ -24,6 +28,8 @@ pub use bdev_service::BdevService;
 pub use engine_service::EngineService;
 pub use error::ControlError;
 pub use export_service::ExportService;
+pub use grpc_tls::{GrpcTls, GrpcTlsError, HANDSHAKE_TIMEOUT};
+pub use grpc_tls_args::GrpcTlsArgs;
 pub use perf_service::PerfService;
 pub use server::{SHUTDOWN_GRACE, serve};
 pub use stats_service::StatsService;

@@ -1,5 +1,6 @@
 //! The tonic server: the six `io_engine.v1` services, the standard health
-//! service (SERVING until shutdown) and reflection, and the graceful stop.
+//! service (SERVING until shutdown) and reflection, all on one listener
+//! (plaintext, or TLS with a [`GrpcTls`]), and the graceful stop.
 //!
 //! Thread: the control-plane runtime.
 
@@ -15,7 +16,7 @@ use tonic::transport::Server;
 use tonic_health::ServingStatus;
 
 use super::{
-    AccelService, BdevService, ControlError, EngineService, ExportService, PerfService,
+    AccelService, BdevService, ControlError, EngineService, ExportService, GrpcTls, PerfService,
     StatsService,
 };
 use crate::engine::Engine;
@@ -30,12 +31,13 @@ use pb::stats_service_server::StatsServiceServer;
 /// How long requests in progress may take once shutdown starts.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
-/// Serves the API on `listener` until `shutdown` completes, then reports
-/// NOT_SERVING to health checks, stops accepting, and lets requests in
-/// progress finish.
+/// Serves the API on `listener` (over TLS with `tls`) until `shutdown`
+/// completes, then reports NOT_SERVING to health checks, stops accepting,
+/// and lets requests in progress finish.
 pub async fn serve(
     listener: TcpListener,
     engine: Arc<Engine>,
+    tls: Option<GrpcTls>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ControlError> {
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -64,7 +66,11 @@ pub async fn serve(
             .await;
         let _ = drain_tx.send(());
     };
-    let server = Server::builder()
+    let mut builder = Server::builder();
+    if let Some(tls) = &tls {
+        builder = builder.tls_config(tls.server_config())?;
+    }
+    let server = builder
         .add_service(health_service)
         .add_service(reflection)
         .add_service(BdevServiceServer::new(BdevService::new(engine.clone())))

@@ -19,6 +19,7 @@ use std::time::Duration;
 use clap::Parser;
 use io_engine::accel::Assignment;
 use io_engine::accel::ioat::IoatArgs;
+use io_engine::control::{GrpcTls, GrpcTlsArgs};
 use io_engine::engine::{Engine, EngineConfig};
 use io_engine::env::affinity;
 use io_engine::env::core_sizing::CoreSizing;
@@ -77,6 +78,9 @@ struct Args {
     /// Address of the gRPC API.
     #[arg(long, env = "IO_ENGINE_GRPC_ADDR", default_value = "127.0.0.1:10124")]
     grpc_addr: SocketAddr,
+
+    #[command(flatten)]
+    grpc_tls: GrpcTlsArgs,
 
     /// Address of the Prometheus endpoint (GET /metrics).
     #[arg(long, env = "IO_ENGINE_METRICS_ADDR", default_value = "127.0.0.1:9502")]
@@ -244,8 +248,20 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
+            // The message up to its first blank line, on one line (a list
+            // of missing flags follows its heading on lines of its own).
             let text = e.render().to_string();
-            let line = text.lines().next().unwrap_or("bad arguments");
+            let line = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let line = if line.is_empty() {
+                "bad arguments"
+            } else {
+                &line
+            };
             eprintln!("io-engine: {line} (see --help)");
             return ExitCode::from(2);
         }
@@ -288,6 +304,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         }
     };
     confine();
+    let grpc_tls = args.grpc_tls.load(args.grpc_addr)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("control")
@@ -382,6 +399,11 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         core_source = %engine.config().core_sizing.source,
         poll_mode = engine.config().poll_mode.name(),
         grpc = %bound(&grpc, args.grpc_addr),
+        grpc_tls = match &grpc_tls {
+            None => "off",
+            Some(tls) if tls.mutual() => "mutual",
+            Some(_) => "on",
+        },
         metrics = %bound(&metrics, args.metrics_addr),
         nbd = %bound(&nbd, args.nbd_addr),
         nvmf = nvmf
@@ -405,7 +427,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
     let target = engine.nvmf().clone();
     let clean = runtime.block_on(serve(
         engine.clone(),
-        grpc,
+        (grpc, grpc_tls),
         metrics,
         server,
         listeners,
@@ -441,7 +463,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
 /// Returns whether the drain finished in time.
 async fn serve(
     engine: Arc<Engine>,
-    grpc: TcpListener,
+    (grpc, grpc_tls): (TcpListener, Option<GrpcTls>),
     metrics: TcpListener,
     nbd: Arc<NbdServer>,
     listeners: Vec<Listener>,
@@ -455,7 +477,12 @@ async fn serve(
             let _ = rx.wait_for(|s| *s).await;
         }
     };
-    let grpc_task = tokio::spawn(io_engine::control::serve(grpc, engine.clone(), stopped()));
+    let grpc_task = tokio::spawn(io_engine::control::serve(
+        grpc,
+        engine.clone(),
+        grpc_tls,
+        stopped(),
+    ));
     let metrics_task = tokio::spawn(io_engine::metrics::serve(
         metrics,
         engine.clone(),
