@@ -28,7 +28,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
-use io_engine_tests::daemon::Daemon;
+use io_engine_tests::daemon::{Daemon, clean_command, ctl_bin};
 use io_engine_tests::tools::{
     TempDir, run_ok, run_tool, said, system_tool, tool, yaml_documents, yaml_file,
 };
@@ -1042,12 +1042,7 @@ fn the_tls_renderings_serve_and_their_probe_answers() {
         let d = Daemon::start(&args);
         // The probe's command with the container's environment (POD_IP is
         // the loopback here).
-        let mut probe = Command::new(io_engine_tests::daemon::ctl_bin());
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("IO_ENGINE_") {
-                probe.env_remove(&key);
-            }
-        }
+        let mut probe = clean_command(ctl_bin());
         for e in c["env"].as_array().expect("env") {
             let (Some(name), Some(value)) = (e["name"].as_str(), e["value"].as_str()) else {
                 continue;

@@ -6,10 +6,12 @@
 //! loopback, TLS files checked with errors naming the file.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use io_engine_tests::certs::TestPki;
-use io_engine_tests::daemon::{CTL_TIMEOUT, Daemon, ctl_bin, quiet_args, run_daemon_to_exit};
+use io_engine_tests::daemon::{
+    CTL_TIMEOUT, Daemon, clean_command, ctl_bin, quiet_args, run_daemon_to_exit,
+};
 use io_engine_tests::grpcio::{PythonGrpc, scripts_dir};
 use io_engine_tests::output_with_timeout;
 use io_engine_tests::tools::TempDir;
@@ -51,12 +53,7 @@ fn python(grpc: &PythonGrpc, addr: &str, args: &[&Path]) -> (serde_json::Value, 
 /// `io-engine-ctl --endpoint URL ARGS` without the test's IO_ENGINE_*
 /// variables.
 fn ctl(url: &str, args: &[&str]) -> Output {
-    let mut cmd = Command::new(ctl_bin());
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("IO_ENGINE_") {
-            cmd.env_remove(&key);
-        }
-    }
+    let mut cmd = clean_command(ctl_bin());
     cmd.arg("--endpoint").arg(url).args(args);
     output_with_timeout(cmd, CTL_TIMEOUT)
 }

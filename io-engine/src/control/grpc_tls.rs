@@ -10,7 +10,7 @@
 //!
 //! Thread: `main`, before the control-plane runtime serves.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +21,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
+use super::GrpcTlsError;
+
 /// Longest a TLS handshake on the gRPC port may take before the
 /// connection is closed.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -30,16 +32,6 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct GrpcTls {
     identity: Identity,
     client_ca: Option<Certificate>,
-}
-
-/// Why the TLS files cannot be used: one line naming the file.
-#[derive(Debug, thiserror::Error)]
-#[error("{}: {why}", path.display())]
-pub struct GrpcTlsError {
-    /// The file at fault.
-    pub path: PathBuf,
-    /// What is wrong with it.
-    pub why: String,
 }
 
 impl GrpcTls {
@@ -144,6 +136,8 @@ fn certificates(path: &Path, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>,
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     /// A scratch directory for one test, removed at the end.
