@@ -19,7 +19,7 @@ use std::time::Duration;
 use clap::Parser;
 use io_engine::accel::Assignment;
 use io_engine::accel::ioat::IoatArgs;
-use io_engine::control::Limits;
+use io_engine::control::{GrpcTls, GrpcTlsArgs, Limits};
 use io_engine::engine::{Engine, EngineConfig};
 use io_engine::env::affinity;
 use io_engine::env::core_sizing::CoreSizing;
@@ -78,6 +78,9 @@ struct Args {
     /// Address of the gRPC API.
     #[arg(long, env = "IO_ENGINE_GRPC_ADDR", default_value = "127.0.0.1:10124")]
     grpc_addr: SocketAddr,
+
+    #[command(flatten)]
+    grpc_tls: GrpcTlsArgs,
 
     /// Address of the Prometheus endpoint (GET /metrics).
     #[arg(long, env = "IO_ENGINE_METRICS_ADDR", default_value = "127.0.0.1:9502")]
@@ -286,8 +289,20 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
+            // The message up to its first blank line, on one line (a list
+            // of missing flags follows its heading on lines of its own).
             let text = e.render().to_string();
-            let line = text.lines().next().unwrap_or("bad arguments");
+            let line = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let line = if line.is_empty() {
+                "bad arguments"
+            } else {
+                &line
+            };
             eprintln!("io-engine: {line} (see --help)");
             return ExitCode::from(2);
         }
@@ -331,6 +346,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         }
     };
     confine();
+    let grpc_tls = args.grpc_tls.load(args.grpc_addr)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("control")
@@ -425,6 +441,11 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         core_source = %engine.config().core_sizing.source,
         poll_mode = engine.config().poll_mode.name(),
         grpc = %bound(&grpc, args.grpc_addr),
+        grpc_tls = match &grpc_tls {
+            None => "off",
+            Some(tls) if tls.mutual() => "mutual",
+            Some(_) => "on",
+        },
         metrics = %bound(&metrics, args.metrics_addr),
         nbd = %bound(&nbd, args.nbd_addr),
         nvmf = nvmf
@@ -450,7 +471,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
     let target = engine.nvmf().clone();
     let clean = runtime.block_on(serve(
         engine.clone(),
-        (grpc, args.grpc_limits),
+        (grpc, args.grpc_limits, grpc_tls),
         metrics,
         server,
         listeners,
@@ -486,7 +507,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
 /// Returns whether the drain finished in time.
 async fn serve(
     engine: Arc<Engine>,
-    (grpc, grpc_limits): (TcpListener, Limits),
+    (grpc, grpc_limits, grpc_tls): (TcpListener, Limits, Option<GrpcTls>),
     metrics: TcpListener,
     nbd: Arc<NbdServer>,
     listeners: Vec<Listener>,
@@ -504,6 +525,7 @@ async fn serve(
         grpc,
         engine.clone(),
         grpc_limits,
+        grpc_tls,
         stopped(),
     ));
     let metrics_task = tokio::spawn(io_engine::metrics::serve(
