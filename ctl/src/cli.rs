@@ -9,6 +9,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use clap_complete::Shell;
 use tonic::transport::Endpoint;
 
+use crate::client_tls::ClientTls;
+
 /// Where the engine listens unless `--endpoint` or `IO_ENGINE_ENDPOINT` says
 /// otherwise.
 pub(crate) const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:10124";
@@ -29,8 +31,9 @@ const MIN_SECONDS: Duration = Duration::from_millis(1);
 #[derive(Debug, Parser)]
 #[command(name = "io-engine-ctl", version, propagate_version = true)]
 pub(crate) struct Cli {
-    /// URL of the engine's gRPC endpoint: http://HOST:PORT (a bare HOST:PORT
-    /// means http).
+    /// URL of the engine's gRPC endpoint: http://HOST:PORT, or
+    /// https://HOST:PORT for an engine serving TLS (with --tls-ca); a bare
+    /// HOST:PORT means http.
     #[arg(
         long,
         global = true,
@@ -40,6 +43,9 @@ pub(crate) struct Cli {
         value_parser = parse_endpoint,
     )]
     pub(crate) endpoint: EngineAddress,
+
+    #[command(flatten)]
+    pub(crate) tls: ClientTls,
 
     /// Output format: aligned human-readable tables, or JSON with the API's
     /// field names and sizes in bytes.
@@ -295,17 +301,44 @@ pub(crate) struct EngineAddress {
     pub(crate) endpoint: Endpoint,
 }
 
-/// Parses `--endpoint`: an http URL, or HOST:PORT meaning http.
+impl Cli {
+    /// Checks that the TLS options fit the endpoint: an https:// endpoint
+    /// needs --tls-ca, an http:// one takes none of them. The message is a
+    /// usage error's.
+    pub(crate) fn check_tls(&self) -> Result<(), String> {
+        let url = &self.endpoint.url;
+        match (self.endpoint.https(), self.tls.ca.is_some(), self.tls.any()) {
+            (true, false, _) => Err(format!(
+                "the endpoint {url} is https: give --tls-ca FILE (or IO_ENGINE_TLS_CA), the CA \
+                 certificate that signed the engine's"
+            )),
+            (false, _, true) => Err(format!(
+                "--tls-ca, --tls-cert, --tls-key and --tls-server-name (or their IO_ENGINE_TLS_* \
+                 variables) need an https:// endpoint, not {url}"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl EngineAddress {
+    /// Whether the endpoint is https (TLS).
+    pub(crate) fn https(&self) -> bool {
+        self.url.starts_with("https://")
+    }
+}
+
+/// Parses `--endpoint`: an http or https URL, or HOST:PORT meaning http.
 fn parse_endpoint(value: &str) -> Result<EngineAddress, String> {
     let url = if value.contains("://") {
         value.to_owned()
     } else {
         format!("http://{value}")
     };
-    if !url.starts_with("http://") {
+    if !url.starts_with("http://") && !url.starts_with("https://") {
         return Err(format!(
-            "{value:?} is not an http URL: the engine's gRPC endpoint is plain HTTP/2, \
-             e.g. {DEFAULT_ENDPOINT}"
+            "{value:?} is not an http or https URL: the engine's gRPC endpoint is HTTP/2, \
+             plain or over TLS, e.g. {DEFAULT_ENDPOINT}"
         ));
     }
     let endpoint = Endpoint::from_shared(url.clone())
@@ -422,8 +455,9 @@ mod tests {
             &["stats", "io", "--count", "2"],
             &["--timeout", "NaN", "engine", "info"],
             &["--output", "xml", "engine", "info"],
-            &["--endpoint", "https://h:1", "engine", "info"],
+            &["--endpoint", "ftp://h:1", "engine", "info"],
             &["--endpoint", "http://", "engine", "info"],
+            &["--tls-cert", "c.pem", "engine", "info"],
             &["bdev", "create"],
             &["bdev", "frobnicate"],
         ] {
@@ -504,7 +538,34 @@ mod tests {
         assert_eq!(a.url, "http://127.0.0.1:10124");
         assert_eq!(a.endpoint.uri().port_u16(), Some(10124));
         assert_eq!(parse_endpoint("engine:1").unwrap().url, "http://engine:1");
-        let err = parse_endpoint("https://engine:1").unwrap_err();
-        assert!(err.contains("not an http URL"), "{err}");
+        let err = parse_endpoint("ftp://engine:1").unwrap_err();
+        assert!(err.contains("not an http or https URL"), "{err}");
+        assert!(parse_endpoint("https://engine:1").unwrap().https());
+        assert!(!parse_endpoint("engine:1").unwrap().https());
+    }
+
+    #[test]
+    fn tls_options_fit_the_endpoint() {
+        let https = parse(&["--endpoint", "https://h:1", "engine", "info"]).unwrap();
+        let err = https.check_tls().unwrap_err();
+        assert!(err.contains("give --tls-ca"), "{err}");
+        let with_ca = parse(&[
+            "--endpoint",
+            "https://h:1",
+            "--tls-ca",
+            "ca.crt",
+            "--tls-cert",
+            "c.crt",
+            "--tls-key",
+            "c.key",
+            "engine",
+            "info",
+        ])
+        .unwrap();
+        assert_eq!(with_ca.check_tls(), Ok(()));
+        let plain = parse(&["--tls-ca", "ca.crt", "engine", "info"]).unwrap();
+        let err = plain.check_tls().unwrap_err();
+        assert!(err.contains("need an https:// endpoint"), "{err}");
+        assert_eq!(parse(&["engine", "info"]).unwrap().check_tls(), Ok(()));
     }
 }

@@ -3,6 +3,7 @@
 //!
 //! Thread: the CLI's main thread, inside its single-threaded tokio runtime.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::time::Duration;
 
@@ -22,6 +23,7 @@ use tonic::transport::Channel;
 use tonic::{Response, Status};
 
 use crate::cli::{CONNECT_TIMEOUT, EngineAddress};
+use crate::client_tls::{ClientTls, explain_tls_failure, refused_after_handshake};
 use crate::error::{CtlError, root_cause};
 
 /// A connected client of the engine's services.
@@ -39,6 +41,13 @@ pub(crate) struct Client {
 struct Target {
     url: String,
     timeout: Duration,
+    /// Whether the connection is TLS (a refused client certificate shows
+    /// only at the first request under TLS 1.3).
+    https: bool,
+    /// Whether a client certificate was offered.
+    client_cert: bool,
+    /// Whether the engine has answered a request on this connection.
+    answered: Cell<bool>,
 }
 
 impl Target {
@@ -62,11 +71,11 @@ impl Target {
         response: impl Future<Output = Result<Response<T>, Status>>,
     ) -> Result<T, CtlError> {
         match tokio::time::timeout(timeout, response).await {
-            Ok(Ok(response)) => Ok(response.into_inner()),
-            Ok(Err(status)) => Err(CtlError::Status {
-                endpoint: self.url.clone(),
-                status: Box::new(status),
-            }),
+            Ok(Ok(response)) => {
+                self.answered.set(true);
+                Ok(response.into_inner())
+            }
+            Ok(Err(status)) => Err(self.status_error(status)),
             Err(_) => Err(CtlError::Timeout {
                 endpoint: self.url.clone(),
                 rpc,
@@ -76,17 +85,55 @@ impl Target {
     }
 }
 
+impl Target {
+    /// The error for a failed RPC. Under TLS 1.3 an engine that refuses
+    /// the client's certificate (or its absence) does so after the
+    /// client's side of the handshake is done: the first request then
+    /// fails in the transport, with the alert lost on the way, and that is
+    /// explained as the refusal it is.
+    fn status_error(&self, status: Status) -> CtlError {
+        let transport =
+            std::error::Error::source(&status).is_some_and(|s| s.is::<tonic::transport::Error>());
+        if self.https && transport && !self.answered.get() {
+            return CtlError::Tls {
+                endpoint: self.url.clone(),
+                message: refused_after_handshake(self.client_cert),
+            };
+        }
+        CtlError::Status {
+            endpoint: self.url.clone(),
+            status: Box::new(status),
+        }
+    }
+}
+
 impl Client {
-    /// Connects to the engine, waiting at most 3 s (or `timeout` if shorter).
+    /// Connects to the engine (over TLS with `tls` for an https endpoint),
+    /// waiting at most 3 s (or `timeout` if shorter).
     pub(crate) async fn connect(
         address: &EngineAddress,
+        tls: &ClientTls,
         timeout: Duration,
     ) -> Result<Self, CtlError> {
         let connect_timeout = CONNECT_TIMEOUT.min(timeout);
-        let endpoint = address.endpoint.clone().connect_timeout(connect_timeout);
-        let connect_error = |cause: String| CtlError::Connect {
-            endpoint: address.url.clone(),
-            cause,
+        let mut endpoint = address.endpoint.clone().connect_timeout(connect_timeout);
+        if address.https() {
+            endpoint = endpoint
+                .tls_config(tls.config()?)
+                .map_err(|e| CtlError::Tls {
+                    endpoint: address.url.clone(),
+                    message: root_cause(&e),
+                })?;
+        }
+        let connect_error = |cause: String| match explain_tls_failure(&cause) {
+            Some(message) if address.https() => CtlError::Tls {
+                endpoint: address.url.clone(),
+                message,
+            },
+            _ => CtlError::Connect {
+                endpoint: address.url.clone(),
+                cause,
+            },
         };
         let channel = match tokio::time::timeout(connect_timeout, endpoint.connect()).await {
             Ok(Ok(channel)) => channel,
@@ -102,6 +149,9 @@ impl Client {
             target: Target {
                 url: address.url.clone(),
                 timeout,
+                https: address.https(),
+                client_cert: tls.cert.is_some(),
+                answered: Cell::new(false),
             },
             bdev: BdevServiceClient::new(channel.clone()),
             stats: StatsServiceClient::new(channel.clone()),

@@ -30,7 +30,7 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
     if let Command::Completions { shell } = &cli.command {
         return completions(*shell, out);
     }
-    let mut client = Client::connect(&cli.endpoint, cli.timeout).await?;
+    let mut client = Client::connect(&cli.endpoint, &cli.tls, cli.timeout).await?;
     let mut printer = Printer {
         format: cli.output,
         headers: !cli.no_headers,

@@ -24,6 +24,23 @@ pub(crate) enum CtlError {
         /// The innermost cause, e.g. "Connection refused (os error 111)".
         cause: String,
     },
+    /// The TLS handshake with the engine failed, or TLS could not be set up.
+    #[error("cannot talk TLS to the engine at {endpoint}: {message}")]
+    Tls {
+        /// The URL tried.
+        endpoint: String,
+        /// What failed and what to check.
+        message: String,
+    },
+    /// A `--tls-*` file cannot be read.
+    #[error("cannot read {}: {cause}", path.display())]
+    TlsFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        cause: io::Error,
+    },
     /// An RPC got no answer in time.
     #[error(
         "the engine at {endpoint} did not answer {rpc} within {} s (see --timeout)",

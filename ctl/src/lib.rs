@@ -7,6 +7,7 @@
 
 mod cli;
 mod client;
+mod client_tls;
 mod commands;
 mod config_dump;
 mod error;
@@ -17,8 +18,8 @@ mod render;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use clap::Parser;
 use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
 
 use crate::cli::Cli;
 use crate::error::CtlError;
@@ -34,6 +35,9 @@ pub fn run() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
     };
+    if let Err(message) = cli.check_tls() {
+        return usage_error(&Cli::command().error(ErrorKind::ArgumentConflict, message));
+    }
     let result = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -106,7 +106,7 @@ fn a_silent_engine_times_out_instead_of_hanging() {
 
 #[test]
 fn usage_errors_are_exit_2_on_one_line() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (
             &["bdev", "create"],
             "the following required arguments were not provided: <URI>",
@@ -124,8 +124,16 @@ fn usage_errors_are_exit_2_on_one_line() {
             "the following required arguments were not provided",
         ),
         (
+            &["--endpoint", "ftp://h:1", "engine", "info"],
+            "is not an http or https URL",
+        ),
+        (
             &["--endpoint", "https://h:1", "engine", "info"],
-            "is not an http URL",
+            "is https: give --tls-ca FILE",
+        ),
+        (
+            &["--tls-ca", "ca.crt", "engine", "info"],
+            "need an https:// endpoint",
         ),
     ];
     for (args, expected) in cases {

@@ -67,7 +67,7 @@ pub fn quiet_args() -> Vec<String> {
 /// A command for `program` whose environment has no `IO_ENGINE_*` variable
 /// of the test process (they would change the flags' defaults) and logs at
 /// info level.
-fn clean_command(program: impl AsRef<OsStr>) -> Command {
+pub fn clean_command(program: impl AsRef<OsStr>) -> Command {
     let mut cmd = Command::new(program);
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("IO_ENGINE_") {

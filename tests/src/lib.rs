@@ -4,7 +4,9 @@
 //! Thread: the test threads. [`bin`] builds each binary at most once per test
 //! process, behind a mutex, so tests running in parallel share one build.
 //!
-//! [`certs`] writes a throw-away PKI for the TLS tests; [`daemon`] runs the `io-engine` daemon under test; [`http`] is the tiny
+//! [`certs`] writes a throw-away PKI for the TLS tests; [`daemon`] runs the
+//! `io-engine` daemon under test; [`grpcio`] runs Python gRPC clients
+//! (grpcio, stubs from `proto/`) against it; [`http`] is the tiny
 //! HTTP client the tests read `/metrics` and Prometheus's API with;
 //! [`prometheus`] runs the real Prometheus server; [`tools`] finds the
 //! linters and validators of the deployment files; [`vm`] runs scripts in
@@ -12,6 +14,7 @@
 
 pub mod certs;
 pub mod daemon;
+pub mod grpcio;
 pub mod http;
 pub mod nvmf;
 pub mod prometheus;

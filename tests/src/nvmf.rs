@@ -293,6 +293,20 @@ impl Host {
         }
     }
 
+    /// An admin queue to `subnqn`, enabled, and one I/O queue of `sqsize`
+    /// (0-based), each Connect checked; returns both and the controller ID.
+    pub fn pair(addr: SocketAddr, subnqn: &str, sqsize: u16) -> (Host, Host, u16) {
+        let (mut admin, cqe) = Host::admin(addr, subnqn, 0).unwrap();
+        assert_eq!(cqe.status(), 0, "admin Connect");
+        let cntlid = cqe.dw0() as u16;
+        assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
+        let mut io = Host::tcp(addr).unwrap();
+        io.ic(false, false).unwrap();
+        let cqe = io.connect(1, sqsize, cntlid, subnqn, HOST_NQN, 0).unwrap();
+        assert_eq!(cqe.status(), 0, "I/O queue Connect");
+        (admin, io, cntlid)
+    }
+
     /// ICReq and Connect of an admin queue to `subnqn`; returns the host
     /// and the controller ID.
     pub fn admin(addr: SocketAddr, subnqn: &str, kato_ms: u32) -> io::Result<(Host, Cqe)> {

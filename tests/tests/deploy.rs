@@ -16,6 +16,11 @@
 //! - the poll mode: adaptive by default, busy one value away;
 //! - the docs' order: the namespace's Pod Security label before the install;
 //! - the engine configs they ship started by the real daemon;
+//! - gRPC: plaintext on the node's address only when said (--grpc-insecure
+//!   or the config's grpc-insecure), else on the loopback; with TLS, the
+//!   Secret mounted read-only, the flags on its files, io-engine-ctl's
+//!   environment and exec probes, and the real daemon started with them
+//!   answering the probe's command over (m)TLS;
 //! - the scrape configs by `promtool check config`.
 //!
 //! The dashboard and the alert rules are checked in `monitoring.rs`.
@@ -23,7 +28,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
-use io_engine_tests::daemon::Daemon;
+use io_engine_tests::daemon::{Daemon, clean_command, ctl_bin};
 use io_engine_tests::tools::{
     TempDir, run_ok, run_tool, said, system_tool, tool, yaml_documents, yaml_file,
 };
@@ -49,7 +54,39 @@ const HELM_VARIANTS: &[&str] = &[
      shares: [\"n0:ro\"]\n\
      extraArgs: [\"--nbd-max-connections\", \"8\"]\n",
     "pollMode: busy\ncores: 3\nreactors: 2\n",
+    "grpc:\n  tls:\n    enabled: true\n    secretName: engine-grpc-tls\n",
+    "grpc:\n  tls: {enabled: true, clientAuth: false, serverName: engine.example}\n",
+    "grpc:\n  insecure: false\n",
 ];
+
+/// Where the renderings mount the gRPC TLS Secret.
+const GRPC_TLS_DIR: &str = "/etc/io-engine-tls/grpc";
+
+/// The probes' command where the kubelet's gRPC probe cannot do (TLS, or
+/// gRPC on the loopback).
+const CTL_PROBE: [&str; 5] = ["io-engine-ctl", "--timeout", "1.5", "engine", "info"];
+
+/// How a rendering serves gRPC: over TLS (and whether it requires client
+/// certificates), plaintext on the node's address, or on its loopback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GrpcMode {
+    Tls { client_auth: bool },
+    Insecure,
+    Loopback,
+}
+
+/// The gRPC mode of rendering `what`.
+fn grpc_mode(what: &str) -> GrpcMode {
+    if what.contains("deploy/kubernetes/tls") || what.contains("secretName: engine-grpc-tls") {
+        GrpcMode::Tls { client_auth: true }
+    } else if what.contains("clientAuth: false") {
+        GrpcMode::Tls { client_auth: false }
+    } else if what.contains("insecure: false") {
+        GrpcMode::Loopback
+    } else {
+        GrpcMode::Insecure
+    }
+}
 
 /// Every file of the workspace under `dir` whose name ends in one of `exts`.
 fn files_under(dir: &str, exts: &[&str]) -> Vec<String> {
@@ -139,6 +176,10 @@ fn renderings() -> Vec<(String, Vec<Value>)> {
         (
             "kustomize deploy/kubernetes/monitoring".to_string(),
             yaml_documents(&kustomize("deploy/kubernetes/monitoring")),
+        ),
+        (
+            "kustomize deploy/kubernetes/tls".to_string(),
+            yaml_documents(&kustomize("deploy/kubernetes/tls")),
         ),
     ];
     for values in HELM_VARIANTS {
@@ -297,6 +338,7 @@ fn kubernetes_manifests_validate_strictly() {
         "deploy/kubernetes",
         "deploy/kubernetes/ioat",
         "deploy/kubernetes/monitoring",
+        "deploy/kubernetes/tls",
     ] {
         let rendered = kustomize(dir);
         let (ok, output) = kubernetes_validate("-", Some(rendered.as_bytes()));
@@ -484,7 +526,9 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
             assert_eq!(value("IO_ENGINE_CORE_LIST"), None, "{what}");
         }
 
-        // The gRPC health service, on the port the engine listens on.
+        // The gRPC health service, on the port the engine listens on; or,
+        // where the kubelet's gRPC probe cannot reach it (TLS, loopback),
+        // io-engine-ctl in the pod.
         let port_of = |name: &str| {
             c["ports"]
                 .as_array()
@@ -493,8 +537,22 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
                 .unwrap_or_else(|| panic!("{what}: no {name} port"))
         };
         let grpc_port = port_of("grpc");
+        let mode = grpc_mode(&what);
         for probe in ["readinessProbe", "startupProbe"] {
-            assert_eq!(c[probe]["grpc"]["port"], grpc_port, "{what}: {probe}");
+            if mode == GrpcMode::Insecure {
+                assert_eq!(c[probe]["grpc"]["port"], grpc_port, "{what}: {probe}");
+            } else {
+                assert!(c[probe]["grpc"].is_null(), "{what}: {probe}");
+                assert_eq!(
+                    c[probe]["exec"]["command"],
+                    serde_json::json!(CTL_PROBE),
+                    "{what}: {probe}"
+                );
+                assert!(
+                    c[probe]["timeoutSeconds"].as_u64().is_some_and(|t| t >= 2),
+                    "{what}: {probe} waits longer than io-engine-ctl's 1.5 s"
+                );
+            }
         }
         // No restart on a slow answer; out of the Service after a few.
         assert!(
@@ -510,11 +568,17 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
             "{what}: readiness failureThreshold {threshold}"
         );
         let grpc_addr = env_entry(c, "IO_ENGINE_GRPC_ADDR").expect("IO_ENGINE_GRPC_ADDR");
+        let grpc_host = if mode == GrpcMode::Loopback {
+            "127.0.0.1"
+        } else {
+            "$(POD_IP)"
+        };
         assert_eq!(
             grpc_addr["value"].as_str(),
-            Some(format!("$(POD_IP):{grpc_port}").as_str()),
+            Some(format!("{grpc_host}:{grpc_port}").as_str()),
             "{what}"
         );
+        assert_grpc_tls(&what, mode, &docs, c, spec, &grpc_port);
         for (name, field) in [("NODE_NAME", "spec.nodeName"), ("POD_IP", "status.podIP")] {
             let e = env_entry(c, name).unwrap_or_else(|| panic!("{what}: {name}"));
             assert_eq!(e["valueFrom"]["fieldRef"]["fieldPath"], field, "{what}");
@@ -614,6 +678,112 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
             assert_eq!(sm["spec"]["endpoints"][0]["path"], "/metrics", "{what}");
         }
     }
+}
+
+/// What a rendering's gRPC mode asks of its container: with TLS, the
+/// Secret mounted read-only, the daemon's TLS flags on its files, and
+/// io-engine-ctl's https endpoint (after POD_IP, which it refers to) and
+/// TLS files; plaintext said explicitly otherwise (`--grpc-insecure`, or
+/// the config's `grpc-insecure`) unless on the loopback.
+fn assert_grpc_tls(
+    what: &str,
+    mode: GrpcMode,
+    docs: &[Value],
+    c: &Value,
+    spec: &Value,
+    grpc_port: &Value,
+) {
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let value = |name: &str| env_entry(c, name).and_then(|e| e["value"].as_str());
+    let index = |name: &str| {
+        c["env"]
+            .as_array()
+            .and_then(|env| env.iter().position(|e| e["name"] == name))
+    };
+    let config = config_toml(docs, what);
+    let insecure = args.contains(&"--grpc-insecure")
+        || config.lines().any(|l| l.trim() == "grpc-insecure = true");
+    let mount = c["volumeMounts"]
+        .as_array()
+        .and_then(|ms| ms.iter().find(|m| m["mountPath"] == GRPC_TLS_DIR));
+    let GrpcMode::Tls { client_auth } = mode else {
+        assert!(mount.is_none(), "{what}: a TLS mount without TLS");
+        assert!(
+            !args.iter().any(|a| a.starts_with("--grpc-tls")),
+            "{what}: {args:?}"
+        );
+        assert_eq!(insecure, mode == GrpcMode::Insecure, "{what}: {args:?}");
+        let host = if mode == GrpcMode::Loopback {
+            "127.0.0.1"
+        } else {
+            "$(POD_IP)"
+        };
+        assert_eq!(
+            value("IO_ENGINE_ENDPOINT"),
+            Some(format!("http://{host}:{grpc_port}").as_str()),
+            "{what}"
+        );
+        return;
+    };
+    // The Secret, read-only, in cert-manager's layout.
+    let mount = mount.unwrap_or_else(|| panic!("{what}: no mount at {GRPC_TLS_DIR}"));
+    assert_eq!(mount["readOnly"], true, "{what}");
+    let volume = spec["volumes"]
+        .as_array()
+        .and_then(|vs| vs.iter().find(|v| v["name"] == mount["name"]))
+        .unwrap_or_else(|| panic!("{what}: no volume {}", mount["name"]));
+    let secret = volume["secret"]["secretName"].as_str().unwrap_or_default();
+    let expected = if what.contains("secretName: engine-grpc-tls") {
+        "engine-grpc-tls"
+    } else {
+        "io-engine-grpc-tls"
+    };
+    assert_eq!(secret, expected, "{what}");
+    // The daemon's flags on the Secret's files; no plaintext flag.
+    let file = |name: &str| format!("{GRPC_TLS_DIR}/{name}");
+    for (flag, name) in [
+        ("--grpc-tls-cert", "tls.crt"),
+        ("--grpc-tls-key", "tls.key"),
+    ] {
+        assert!(
+            args.contains(&format!("{flag}={}", file(name)).as_str()),
+            "{what}: {flag} in {args:?}"
+        );
+    }
+    let client_ca = format!("--grpc-tls-client-ca={}", file("ca.crt"));
+    assert_eq!(
+        args.contains(&client_ca.as_str()),
+        client_auth,
+        "{what}: {args:?}"
+    );
+    assert!(!args.contains(&"--grpc-insecure"), "{what}: {args:?}");
+    // io-engine-ctl in the pod (kubectl exec, the probes): https, the CA,
+    // the Secret's certificate as its client identity under mTLS.
+    assert_eq!(
+        value("IO_ENGINE_ENDPOINT"),
+        Some(format!("https://$(POD_IP):{grpc_port}").as_str()),
+        "{what}"
+    );
+    assert!(
+        index("POD_IP") < index("IO_ENGINE_ENDPOINT"),
+        "{what}: POD_IP must come before the endpoint that refers to it"
+    );
+    assert_eq!(
+        value("IO_ENGINE_TLS_CA"),
+        Some(file("ca.crt").as_str()),
+        "{what}"
+    );
+    let (cert, key) = (file("tls.crt"), file("tls.key"));
+    let identity = client_auth.then_some((cert.as_str(), key.as_str()));
+    assert_eq!(
+        value("IO_ENGINE_TLS_CERT").zip(value("IO_ENGINE_TLS_KEY")),
+        identity,
+        "{what}"
+    );
+    assert!(value("IO_ENGINE_TLS_SERVER_NAME").is_some_and(|n| !n.is_empty()));
 }
 
 /// `scripts/build-image` with `args` (`--print-ref`: builds nothing).
@@ -786,4 +956,128 @@ fn promtool_accepts_the_scrape_configs() {
     let sd = &docs[0]["scrape_configs"][0]["dns_sd_configs"][0];
     assert_eq!(sd["port"], 9502);
     assert_eq!(sd["names"][0], "io-engine.io-engine.svc.cluster.local");
+}
+
+/// A Secret's files in cert-manager's layout, as the docs ask for them:
+/// one certificate for the server and client usages, naming every
+/// rendering's server name and 127.0.0.1.
+fn cert_manager_secret(dir: &std::path::Path) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+        KeyPair, SanType,
+    };
+    let ca_key = KeyPair::generate().expect("a CA key");
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "cluster CA");
+    let ca_pem = ca.self_signed(&ca_key).expect("the CA").pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().expect("a key");
+    let mut leaf = CertificateParams::new(vec![
+        "io-engine.storage.svc".to_string(),
+        "io-engine.io-engine.svc".to_string(),
+        "engine.example".to_string(),
+    ])
+    .expect("leaf parameters");
+    leaf.subject_alt_names
+        .push(SanType::IpAddress([127, 0, 0, 1].into()));
+    leaf.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let cert = leaf.signed_by(&key, &issuer).expect("the leaf");
+    for (name, pem) in [
+        ("ca.crt", ca_pem),
+        ("tls.crt", cert.pem()),
+        ("tls.key", key.serialize_pem()),
+    ] {
+        std::fs::write(dir.join(name), pem).expect("write the Secret's file");
+    }
+}
+
+#[test]
+fn the_tls_renderings_serve_and_their_probe_answers() {
+    let cpu = available_cpus()[0].to_string();
+    let dir = TempDir::new("deploy-grpc-tls");
+    let secret = dir.path().join("secret");
+    std::fs::create_dir_all(&secret).expect("the Secret's directory");
+    cert_manager_secret(&secret);
+    let secret = secret.display().to_string();
+    let mut renderings = vec![(
+        "kustomize deploy/kubernetes/tls".to_string(),
+        yaml_documents(&kustomize("deploy/kubernetes/tls")),
+    )];
+    for values in HELM_VARIANTS
+        .iter()
+        .filter(|v| matches!(grpc_mode(&format!("{v:?}")), GrpcMode::Tls { .. }))
+    {
+        renderings.push((
+            format!("helm template with {values:?}"),
+            yaml_documents(&helm_template(values)),
+        ));
+    }
+    assert_eq!(renderings.len(), 3);
+    for (what, docs) in renderings {
+        let c = &only(&docs, "DaemonSet", &what)["spec"]["template"]["spec"]["containers"][0];
+        // The Secret's mount is the temporary directory here; the config
+        // file is the rendering's (its grpc-insecure, if any, gives way).
+        let local = |v: &str| v.replace(GRPC_TLS_DIR, &secret);
+        let config = dir.write("io-engine.toml", &config_toml(&docs, &what));
+        let mut args = vec![
+            "--config".to_string(),
+            config.display().to_string(),
+            "-l".into(),
+            cpu.clone(),
+            "--poll-mode".into(),
+            "adaptive".into(),
+        ];
+        args.extend(
+            c["args"]
+                .as_array()
+                .expect("args")
+                .iter()
+                .filter_map(Value::as_str)
+                .map(local),
+        );
+        let d = Daemon::start(&args);
+        // The probe's command with the container's environment (POD_IP is
+        // the loopback here).
+        let mut probe = clean_command(ctl_bin());
+        for e in c["env"].as_array().expect("env") {
+            let (Some(name), Some(value)) = (e["name"].as_str(), e["value"].as_str()) else {
+                continue;
+            };
+            if name == "IO_ENGINE_ENDPOINT" || name.starts_with("IO_ENGINE_TLS_") {
+                let port = c["ports"]
+                    .as_array()
+                    .and_then(|ps| ps.iter().find(|p| p["name"] == "grpc"))
+                    .map(|p| p["containerPort"].to_string())
+                    .expect("a grpc port");
+                let value =
+                    local(value).replace(&format!("$(POD_IP):{port}"), &d.grpc_addr().to_string());
+                probe.env(name, value);
+            }
+        }
+        let command: Vec<&str> = c["readinessProbe"]["exec"]["command"]
+            .as_array()
+            .expect("an exec probe")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(command[0], "io-engine-ctl", "{what}");
+        probe.args(&command[1..]);
+        let out = run_tool(probe, None);
+        assert!(
+            out.status.success(),
+            "{what}: the probe failed: {}",
+            said(&out)
+        );
+        let mutual = !what.contains("clientAuth: false");
+        assert_eq!(
+            d.stderr().contains("\"grpc_tls\":\"mutual\""),
+            mutual,
+            "{what}: {}",
+            d.stderr()
+        );
+    }
 }

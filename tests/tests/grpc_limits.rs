@@ -1,5 +1,6 @@
 //! Bounded errors and control-plane limits (issue 17, points 6 and 7),
-//! against the real daemon with tonic clients at their default limits:
+//! against the real daemon with tonic clients at their default limits (and
+//! Python's grpcio, plaintext and over mTLS, for the huge input):
 //! errors that quote huge client input keep their code and stay under
 //! 1 KiB; names with control characters are refused; reflection answers
 //! `v1alpha` too; an oversized request is refused before it is decoded; a
@@ -12,8 +13,11 @@ use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
 use io_engine_api::v1 as pb;
+use io_engine_tests::certs::TestPki;
 use io_engine_tests::daemon::Daemon;
+use io_engine_tests::grpcio::{PythonGrpc, scripts_dir};
 use io_engine_tests::http;
+use io_engine_tests::tools::TempDir;
 use pb::bdev_service_client::BdevServiceClient;
 use pb::engine_service_client::EngineServiceClient;
 use pb::export_service_client::ExportServiceClient;
@@ -160,6 +164,52 @@ async fn huge_input_gets_its_real_error_in_a_message_under_1_kib() {
     assert_eq!(device_names(&mut bdevs).await, ["m0"]);
     let list = exports.list(pb::ListExportsRequest {}).await.unwrap();
     assert!(list.into_inner().exports.is_empty());
+}
+
+/// The same with the client the issue names: Python's grpcio, its default
+/// limits (`tests/python/huge_input.py`), plaintext and over mTLS.
+#[test]
+fn a_default_limits_grpcio_client_gets_invalid_argument_under_1_kib() {
+    let grpc = PythonGrpc::new();
+    let script = scripts_dir().join("huge_input.py");
+    let check = |d: &Daemon, tls: &[&std::path::Path]| {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "--endpoint".into(),
+            d.grpc_addr().to_string().into(),
+            "--stubs".into(),
+            grpc.stubs_dir().into(),
+        ];
+        for (flag, path) in ["--ca", "--cert", "--key"].iter().zip(tls) {
+            args.push(flag.into());
+            args.push(path.into());
+        }
+        let out = grpc.run_file(&script, &args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}\n{stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!stdout.contains("FAIL"), "{stdout}");
+        assert!(stdout.lines().filter(|l| l.starts_with("ok ")).count() >= 2, "{stdout}");
+    };
+    let plain = Daemon::start_quiet(["--bdev", "malloc:///m0?size_mb=1"]);
+    check(&plain, &[]);
+    drop(plain);
+    let dir = TempDir::new("grpc-limits-pki");
+    let pki = TestPki::create(dir.path()).unwrap();
+    let tls = Daemon::start_quiet([
+        "--bdev".as_ref(),
+        "malloc:///m0?size_mb=1".as_ref(),
+        "--grpc-tls-cert".as_ref(),
+        pki.server_cert.as_os_str(),
+        "--grpc-tls-key".as_ref(),
+        pki.server_key.as_os_str(),
+        "--grpc-tls-client-ca".as_ref(),
+        pki.ca.as_os_str(),
+    ]);
+    check(&tls, &[&pki.ca, &pki.client_cert, &pki.client_key]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

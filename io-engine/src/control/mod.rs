@@ -2,7 +2,9 @@
 //! standard health and reflection services) over a running `Engine`, one
 //! file per service. The services only map messages onto the engine; its
 //! rules (what may be destroyed, perf defaults, how counters are read) live
-//! in `engine`.
+//! in `engine`. The listener speaks TLS (mTLS with a client CA) when
+//! `grpc_tls` is given certificates; plaintext only on loopback unless the
+//! operator insists (`grpc_tls_args`).
 //!
 //! Thread: the control-plane runtime, a small tokio runtime whose threads
 //! are not reactors. Requests reach the data plane only through the
@@ -17,6 +19,9 @@ mod blocking;
 mod engine_service;
 mod error;
 mod export_service;
+mod grpc_tls;
+mod grpc_tls_args;
+mod grpc_tls_error;
 mod limits;
 mod perf_service;
 mod request_limit;
@@ -29,6 +34,9 @@ pub use bdev_service::BdevService;
 pub use engine_service::EngineService;
 pub use error::ControlError;
 pub use export_service::ExportService;
+pub use grpc_tls::{GrpcTls, HANDSHAKE_TIMEOUT};
+pub use grpc_tls_args::GrpcTlsArgs;
+pub use grpc_tls_error::GrpcTlsError;
 pub use limits::Limits;
 pub use perf_service::PerfService;
 pub use request_limit::{RequestLimit, RequestLimitLayer};

@@ -1,7 +1,8 @@
 //! The tonic server: the six `io_engine.v1` services, the standard health
 //! service (SERVING until shutdown) and reflection (`grpc.reflection.v1`
-//! and `v1alpha`, which older tools still ask for), behind the control
-//! plane's [`Limits`], and the graceful stop.
+//! and `v1alpha`, which older tools still ask for), all on one listener
+//! (plaintext, or TLS with a [`GrpcTls`]), behind the control plane's
+//! [`Limits`], and the graceful stop.
 //!
 //! Thread: the control-plane runtime.
 
@@ -17,8 +18,8 @@ use tonic::transport::Server;
 use tonic_health::ServingStatus;
 
 use super::{
-    AccelService, BdevService, ControlError, EngineService, ExportService, Limits, PerfService,
-    RequestLimitLayer, StatsService,
+    AccelService, BdevService, ControlError, EngineService, ExportService, GrpcTls, Limits,
+    PerfService, RequestLimitLayer, StatsService,
 };
 use crate::engine::Engine;
 
@@ -32,13 +33,15 @@ use pb::stats_service_server::StatsServiceServer;
 /// How long requests in progress may take once shutdown starts.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
-/// Serves the API on `listener` within `limits` until `shutdown`
+/// Serves the API on `listener` (over TLS with `tls`) within `limits`
+/// until `shutdown`
 /// completes, then reports NOT_SERVING to health checks, stops accepting,
 /// and lets requests in progress finish.
 pub async fn serve(
     listener: TcpListener,
     engine: Arc<Engine>,
     limits: Limits,
+    tls: Option<GrpcTls>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ControlError> {
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -71,7 +74,11 @@ pub async fn serve(
             .await;
         let _ = drain_tx.send(());
     };
-    let server = Server::builder()
+    let mut builder = Server::builder();
+    if let Some(tls) = &tls {
+        builder = builder.tls_config(tls.server_config())?;
+    }
+    let server = builder
         .layer(RequestLimitLayer::new(&limits))
         .add_service(health_service)
         .add_service(reflection)

@@ -19,7 +19,7 @@ use std::time::Duration;
 use super::{BUILD, BuildInfo, DeviceSnapshot, Engine, NvmfSnapshot};
 use crate::accel::{ModuleStats, OpStats};
 use crate::export::Protocol;
-use crate::export::nbd::stats::ExportStats;
+use crate::export::nbd::stats::{ExportStats, NbdServerStats};
 use crate::pool::PoolStats;
 use crate::reactor::ReactorStats;
 
@@ -41,6 +41,9 @@ pub struct Snapshot {
     pub slot_cores: Vec<(u32, usize)>,
     /// NBD counters per export, every share with its entry.
     pub exports: Option<Vec<ExportStats>>,
+    /// The NBD server's own: connections in the handshake, sessions,
+    /// refusals.
+    pub nbd: Option<NbdServerStats>,
     /// The NVMe/TCP target.
     pub nvmf: Option<NvmfSnapshot>,
     /// Accel counters per (opcode, module) and per module.
@@ -102,6 +105,9 @@ impl Snapshot {
                     })
                     .collect()
             }),
+            nbd: guarded("NBD server counters", || {
+                engine.nbd_counters().server_stats()
+            }),
             nvmf: guarded("NVMe/TCP counters", || {
                 let target = engine.nvmf();
                 let controllers = target.controllers.all();
@@ -147,6 +153,7 @@ impl Snapshot {
             pools: None,
             slot_cores: Vec::new(),
             exports: None,
+            nbd: None,
             nvmf: None,
             accel: None,
             accel_engine: None,

@@ -3,7 +3,9 @@
 //! read-only, connection counts and limit, attach and detach, the refusal
 //! to destroy a shared device, the wait for the device's release after an
 //! unshare); each protocol ([`Protocol`]) brings its wire code and
-//! connections: [`nbd`] first.
+//! connections: [`nbd`] first. What keeps connections that never finish
+//! their handshake from locking others out is shared too: the bounded
+//! registry of [`Handshakes`] and the rate-limited [`RefusalLog`].
 //!
 //! Thread: the registry is shared (control plane and connections, behind
 //! one mutex); each protocol's connections live on reactors (see each
@@ -15,10 +17,13 @@ mod dispatch;
 mod export_error;
 mod exports;
 mod flushed;
+mod handshake_slot;
+mod handshakes;
 pub mod nbd;
 pub mod nvmf;
 mod output;
 mod protocol;
+mod refusal_log;
 mod release;
 mod share;
 mod share_info;
@@ -32,8 +37,11 @@ pub use dispatch::Dispatch;
 pub use export_error::ExportError;
 pub use exports::{Exports, RELEASE_WAIT};
 use flushed::Flushed;
+pub use handshake_slot::HandshakeSlot;
+pub use handshakes::Handshakes;
 use output::Output;
 pub use protocol::Protocol;
+pub use refusal_log::{REFUSAL_LOG_INTERVAL, RefusalLog};
 pub use release::Release;
 pub use share::Share;
 pub use share_info::ShareInfo;

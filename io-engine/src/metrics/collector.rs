@@ -131,6 +131,12 @@ defs! {
         "Time NBD clients waited, from the request read to its reply written to the socket (held replies included), per export and command (read and write always, others once received).";
     NBD_ERRORS: Counter "io_engine_nbd_errors_total" ["export", "errno"]
         "NBD requests answered with an error, per export and errno name (\"other\": a protocol error that closed the connection).";
+    NBD_HANDSHAKES: Gauge "io_engine_nbd_handshakes" []
+        "NBD connections in the handshake now: accepted, not in transmission yet (--nbd-max-handshakes bounds them).";
+    NBD_SESSIONS: Gauge "io_engine_nbd_sessions" []
+        "NBD connections established now: in transmission, or closing after it (--nbd-max-connections bounds them).";
+    NBD_REFUSED: Counter "io_engine_nbd_refused_total" ["reason"]
+        "NBD clients refused or cut short before transmission: reason=\"connections\" (GO refused at --nbd-max-connections sessions), \"handshakes\" (closed in the handshake to make room at --nbd-max-handshakes), \"handshake_timeout\" (not in transmission within --nbd-handshake-timeout).";
     NVMF_CONNECTIONS: Gauge "io_engine_nvmf_connections" []
         "NVMe/TCP connections open (admin and I/O queues, and ones not connected yet).";
     NVMF_QUEUE_PAIRS: Gauge "io_engine_nvmf_queue_pairs" ["export"]
@@ -146,7 +152,7 @@ defs! {
     NVMF_PDU_ERRORS: Counter "io_engine_nvmf_pdu_errors_total" []
         "NVMe/TCP connections ended by a malformed PDU (a C2HTermReq).";
     NVMF_REFUSED: Counter "io_engine_nvmf_refused_total" ["reason"]
-        "NVMe/TCP connections refused at accept by their listener's limit: reason=\"connections\" (--nvmf-max-connections) or \"connecting\" (--nvmf-max-connecting).";
+        "NVMe/TCP connections refused at accept by their listener's limit, reason=\"connections\" (--nvmf-max-connections), or closed to make room for a newcomer, reason=\"connecting\" (--nvmf-max-connecting: the oldest silent one first).";
     ACCEL_OPS: Counter "io_engine_accel_ops_total" ["opcode", "module"]
         "Accel tasks executed (successes and miscompares), per opcode and module.";
     ACCEL_BYTES: Counter "io_engine_accel_bytes_total" ["opcode", "module"]
@@ -454,6 +460,14 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
                 &[export, cmd.as_str()],
                 Value::Histogram(histogram(d, &bounds_s)),
             );
+        }
+    }
+
+    if let Some(n) = &s.nbd {
+        f.gauge(&NBD_HANDSHAKES, &[], n.handshakes as f64);
+        f.gauge(&NBD_SESSIONS, &[], n.sessions as f64);
+        for (reason, count) in &n.refused {
+            f.counter(&NBD_REFUSED, &[reason], *count);
         }
     }
 

@@ -55,3 +55,24 @@ Reactors the engine runs: `reactors`, or `cores` when it is 0; more than
 {{- end -}}
 {{- $n -}}
 {{- end -}}
+
+{{/* Where the gRPC TLS Secret is mounted. */}}
+{{- define "io-engine.grpcTlsDir" -}}
+/etc/io-engine-tls/grpc
+{{- end -}}
+
+{{/* The address gRPC listens on: the node's, or its loopback when plaintext is not allowed there. */}}
+{{- define "io-engine.grpcHost" -}}
+{{- if or .Values.grpc.tls.enabled .Values.grpc.insecure -}}
+$(POD_IP)
+{{- else -}}
+127.0.0.1
+{{- end -}}
+{{- end -}}
+
+{{/* A probe's exec: io-engine-ctl asks the engine over the endpoint and TLS of the container's IO_ENGINE_* variables. */}}
+{{- define "io-engine.ctlProbe" -}}
+exec:
+  command: ["io-engine-ctl", "--timeout", "1.5", "engine", "info"]
+timeoutSeconds: 2
+{{- end -}}

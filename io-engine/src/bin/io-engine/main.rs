@@ -19,7 +19,7 @@ use std::time::Duration;
 use clap::Parser;
 use io_engine::accel::Assignment;
 use io_engine::accel::ioat::IoatArgs;
-use io_engine::control::Limits;
+use io_engine::control::{GrpcTls, GrpcTlsArgs, Limits};
 use io_engine::engine::{Engine, EngineConfig};
 use io_engine::env::affinity;
 use io_engine::env::core_sizing::CoreSizing;
@@ -78,6 +78,9 @@ struct Args {
     /// Address of the gRPC API.
     #[arg(long, env = "IO_ENGINE_GRPC_ADDR", default_value = "127.0.0.1:10124")]
     grpc_addr: SocketAddr,
+
+    #[command(flatten)]
+    grpc_tls: GrpcTlsArgs,
 
     /// Address of the Prometheus endpoint (GET /metrics).
     #[arg(long, env = "IO_ENGINE_METRICS_ADDR", default_value = "127.0.0.1:9502")]
@@ -150,7 +153,9 @@ struct Args {
     nvmf_max_connections: usize,
 
     /// NVMe/TCP connections per listener that have not finished ICReq and
-    /// Connect; more are refused (0: no limit). Each has 10 s to connect.
+    /// Connect (0: no limit); a newcomer beyond takes the place of the one
+    /// that made the least progress, the oldest of those, which is closed.
+    /// Each has 10 s to connect.
     #[arg(long, env = "IO_ENGINE_NVMF_MAX_CONNECTING", default_value_t = 128)]
     nvmf_max_connecting: usize,
 
@@ -194,8 +199,10 @@ struct Args {
     )]
     shares: Vec<String>,
 
-    /// NBD connections allowed in total and per export; more are refused
-    /// (0: no limit).
+    /// NBD sessions (connections in transmission) allowed in total and per
+    /// export; beyond, GO is refused with ERR_POLICY and the reason (0: no
+    /// limit). Connections still in the handshake do not count here: see
+    /// --nbd-max-handshakes.
     #[arg(long, env = "IO_ENGINE_NBD_MAX_CONNECTIONS", default_value_t = 64)]
     nbd_max_connections: usize,
 
@@ -210,6 +217,24 @@ struct Args {
         value_name = "MICROS"
     )]
     nbd_reply_hold: u64,
+
+    /// Longest an NBD connection may take from accept to its transmission
+    /// phase (options, and TLS if any), in seconds; it is closed then (0:
+    /// no limit).
+    #[arg(
+        long,
+        env = "IO_ENGINE_NBD_HANDSHAKE_TIMEOUT",
+        default_value_t = 10,
+        value_name = "SECS"
+    )]
+    nbd_handshake_timeout: u64,
+
+    /// NBD connections that may be in the handshake at once (accepted, not
+    /// in transmission yet); a newcomer beyond takes the place of the one
+    /// that made the least progress, the oldest of those, which is closed
+    /// (0: no limit).
+    #[arg(long, env = "IO_ENGINE_NBD_MAX_HANDSHAKES", default_value_t = 128)]
+    nbd_max_handshakes: usize,
 
     /// Log format; RUST_LOG filters what is logged (default: info).
     #[arg(long, env = "IO_ENGINE_LOG_FORMAT", value_enum, default_value = "text")]
@@ -230,6 +255,22 @@ const VERSION: &str = concat!(
     ")"
 );
 
+/// Raises the soft limit on open files to the hard one: every NBD and
+/// NVMe/TCP connection is a descriptor, and the usual soft 1024 would run
+/// out under a flood of sockets before the handshake bounds close them.
+fn raise_fd_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut l = getrlimit(Resource::Nofile);
+    if let (Some(soft), Some(hard)) = (l.current, l.maximum)
+        && soft < hard
+    {
+        l.current = Some(hard);
+        if let Err(e) = setrlimit(Resource::Nofile, l) {
+            tracing::warn!("open-file limit stays at {soft}: {e}");
+        }
+    }
+}
+
 /// A start-up failure: one line, exit status 2.
 struct Fatal(String);
 
@@ -248,8 +289,20 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
+            // The message up to its first blank line, on one line (a list
+            // of missing flags follows its heading on lines of its own).
             let text = e.render().to_string();
-            let line = text.lines().next().unwrap_or("bad arguments");
+            let line = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let line = if line.is_empty() {
+                "bad arguments"
+            } else {
+                &line
+            };
             eprintln!("io-engine: {line} (see --help)");
             return ExitCode::from(2);
         }
@@ -265,6 +318,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<ExitCode, Fatal> {
+    raise_fd_limit();
     let (cores, core_sizing) = CoreSizing::choose(
         args.reactor_mask.as_deref(),
         args.core_list.as_deref(),
@@ -292,6 +346,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         }
     };
     confine();
+    let grpc_tls = args.grpc_tls.load(args.grpc_addr)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("control")
@@ -386,6 +441,11 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         core_source = %engine.config().core_sizing.source,
         poll_mode = engine.config().poll_mode.name(),
         grpc = %bound(&grpc, args.grpc_addr),
+        grpc_tls = match &grpc_tls {
+            None => "off",
+            Some(tls) if tls.mutual() => "mutual",
+            Some(_) => "on",
+        },
         metrics = %bound(&metrics, args.metrics_addr),
         nbd = %bound(&nbd, args.nbd_addr),
         nvmf = nvmf
@@ -403,13 +463,15 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         engine.nbd_counters().clone(),
         args.nbd_max_connections,
         std::time::Duration::from_micros(args.nbd_reply_hold),
+        Duration::from_secs(args.nbd_handshake_timeout),
+        args.nbd_max_handshakes,
     );
     let mut listeners = vec![Listener::Tcp(nbd)];
     listeners.extend(nbd_unix.map(Listener::Unix));
     let target = engine.nvmf().clone();
     let clean = runtime.block_on(serve(
         engine.clone(),
-        (grpc, args.grpc_limits),
+        (grpc, args.grpc_limits, grpc_tls),
         metrics,
         server,
         listeners,
@@ -445,7 +507,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
 /// Returns whether the drain finished in time.
 async fn serve(
     engine: Arc<Engine>,
-    (grpc, grpc_limits): (TcpListener, Limits),
+    (grpc, grpc_limits, grpc_tls): (TcpListener, Limits, Option<GrpcTls>),
     metrics: TcpListener,
     nbd: Arc<NbdServer>,
     listeners: Vec<Listener>,
@@ -463,6 +525,7 @@ async fn serve(
         grpc,
         engine.clone(),
         grpc_limits,
+        grpc_tls,
         stopped(),
     ));
     let metrics_task = tokio::spawn(io_engine::metrics::serve(

@@ -30,10 +30,11 @@
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+use super::admission::Admission;
 use super::conn_error::ConnError;
 use super::handshake::{Handshake, HandshakeConfig, Outcome};
 use super::hold::{HOLD_BYTES, Hold};
@@ -44,9 +45,10 @@ use super::stats::{ExportCounters, NbdCounters};
 use super::transmission::{
     Command, Request, RequestParser, command_index, error_message, validate,
 };
+use super::{Refusal, SessionLimit};
 use crate::bdev::{IoCompletion, IoDone, IoError, IoRequest, IoType};
 use crate::env::{core_slot, tsc};
-use crate::export::{Buffers, Exports, Output, Protocol, Stream};
+use crate::export::{Buffers, Exports, HandshakeSlot, Output, Protocol, Stream};
 use crate::reactor::{self, FdHandler, FdRegistration, Interest, Poll, PollerHandle, Readiness};
 
 /// Bytes read from the socket per read call.
@@ -95,6 +97,8 @@ pub struct Connection {
     starved_since: Cell<u64>,
     reg: RefCell<Option<FdRegistration>>,
     poller: RefCell<Option<PollerHandle>>,
+    /// Its place among the connections in the handshake, and its deadline.
+    admission: RefCell<Admission>,
     exports: Arc<Exports>,
     counters: Arc<NbdCounters>,
     peer: String,
@@ -102,22 +106,26 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Starts serving `sock` on the calling reactor.
+    /// Starts serving `sock` on the calling reactor, with the exports and
+    /// session limit of `sessions`, holding `slot` among the connections
+    /// in the handshake until transmission or `handshake_timeout`.
     pub fn start(
         sock: Stream,
         peer: String,
-        exports: Arc<Exports>,
-        counters: Arc<NbdCounters>,
-        refuse: Option<String>,
+        sessions: Arc<SessionLimit>,
+        slot: HandshakeSlot,
+        handshake_timeout: Duration,
         reply_hold: Duration,
     ) {
         if let Err(e) = sock.set_nonblocking() {
             tracing::warn!(%peer, "NBD connection dropped: {e}");
             return;
         }
+        let admission = Admission::new(slot, handshake_timeout);
+        let (exports, counters) = (sessions.exports.clone(), sessions.counters.clone());
         let mut hs = Handshake::new(HandshakeConfig {
-            exports: exports.clone(),
-            refuse,
+            exports: sessions,
+            refuse: None,
         });
         let mut output = Output::with_capacity(4096);
         hs.greeting(output.bytes());
@@ -141,6 +149,7 @@ impl Connection {
             starved_since: Cell::new(0),
             reg: RefCell::new(None),
             poller: RefCell::new(None),
+            admission: RefCell::new(admission),
             exports,
             counters,
             peer,
@@ -162,12 +171,18 @@ impl Connection {
         conn.flush();
     }
 
-    /// Once a round: notice an unshare, write pending output, close when done.
+    /// Once a round: notice an unshare, end a handshake cut short, write
+    /// pending output, close when done.
     fn tick(self: &Rc<Self>) -> Poll {
         let mut busy = false;
         {
             let mut st = self.state.borrow_mut();
             st.phase.notice_closing();
+            // Only a connection not in transmission yet has a cut to make.
+            if let Some(why) = self.admission.borrow_mut().cut_short(tsc::now()) {
+                self.cut_short(why);
+                st.eof = true;
+            }
             match &st.phase {
                 Phase::Refusing(r) if r.awaits_payload(tsc::now()) => {
                     reactor::wake_by(r.grace_end())
@@ -292,11 +307,29 @@ impl Connection {
         }
     }
 
+    /// Counts (and maybe logs) a connection closed in the handshake for
+    /// `why`.
+    fn cut_short(&self, why: Refusal) {
+        let Some(unlogged) = self.counters.refused(why, Instant::now()) else {
+            return;
+        };
+        let peer = &self.peer;
+        match why {
+            Refusal::Handshakes => {
+                tracing::warn!(%peer, unlogged, "NBD connection closed in the handshake to make room: --nbd-max-handshakes connections were in it and this one had made the least progress")
+            }
+            _ => {
+                tracing::warn!(%peer, unlogged, "NBD connection closed: not in transmission within --nbd-handshake-timeout")
+            }
+        }
+    }
+
     fn close(&self) {
         let poller = self.poller.borrow_mut().take();
         if poller.is_some() {
             // First: the accept loop's total must not lag the export's count.
-            self.counters.connection_closed();
+            let established = self.admission.borrow_mut().close();
+            self.counters.connection_closed(established);
             tracing::debug!(peer = %self.peer, "NBD connection closed");
         }
         let phase = std::mem::replace(&mut self.state.borrow_mut().phase, Phase::Closed);
@@ -337,7 +370,12 @@ impl Connection {
             let backlog = output.len() > OUTPUT_HIGH_WATER;
             let step = match &mut st.phase {
                 Phase::Handshake(hs) => match hs.feed(input, output.bytes()) {
-                    Ok((used, None)) => Ok(Step::Used(used)),
+                    Ok((used, None)) => {
+                        if used > 0 {
+                            self.admission.borrow().progressed();
+                        }
+                        Ok(Step::Used(used))
+                    }
                     Ok((used, Some(outcome))) => {
                         st.start += used;
                         match self.begin_transmission(outcome) {
@@ -434,6 +472,8 @@ impl Connection {
             }
         };
         tracing::debug!(peer = %self.peer, export = export.name, structured, "NBD transmission");
+        self.admission.borrow_mut().establish();
+        self.counters.session_started();
         let counters = self.counters.export(&export.name);
         // Every reactor holds a slot; a connection elsewhere counts no durations.
         *self.durations.borrow_mut() =

@@ -3,12 +3,15 @@
 //! parsing and validation ([`transmission`]) as sans-IO code; the view of
 //! the export registry the option phase sees ([`ExportLookup`]);
 //! connections on reactors ([`Connection`], in explicit phases);
-//! listeners ([`NbdServer`]); counters ([`stats`]) and client-visible
-//! request durations ([`request_durations`]).
+//! listeners ([`NbdServer`]) and their bounds on clients that have not
+//! reached transmission ([`Refusal`], [`SessionLimit`]); counters
+//! ([`stats`]) and client-visible request durations
+//! ([`request_durations`]).
 //!
 //! Thread: listeners run on the control-plane runtime; each connection runs
 //! on one reactor from accept to close (see each module).
 
+mod admission;
 mod allocation;
 mod block_limits;
 mod conn;
@@ -19,8 +22,10 @@ pub mod handshake;
 mod hold;
 mod phase;
 pub mod proto;
+mod refusal;
 mod request_durations;
 mod server;
+mod session_limit;
 pub mod stats;
 #[cfg(any(test, fuzzing))]
 pub mod testing;
@@ -33,5 +38,7 @@ pub use conn_error::ConnError;
 pub use export_info::ExportInfo;
 pub use export_lookup::ExportLookup;
 pub use phase::LINGER;
+pub use refusal::Refusal;
 pub use server::{Listener, NbdServer};
+pub use session_limit::SessionLimit;
 pub use stats::NbdCounters;

@@ -1,4 +1,6 @@
-//! NBD counters: connections, requests per export and command, errors per
+//! NBD counters: connections (in the handshake and established), clients
+//! refused or cut short in the handshake per reason (their log lines
+//! rate-limited here), requests per export and command, errors per
 //! export and errno, and how long clients waited for replies per export
 //! and command ([`RequestDurations`]). Read by the metrics exporter and
 //! the control plane.
@@ -10,9 +12,12 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use crate::bdev::OpStats;
+use crate::export::{REFUSAL_LOG_INTERVAL, RefusalLog};
 
+use super::Refusal;
 use super::proto::{EINVAL, EIO, ENOMEM, ENOSPC, ENOTSUP, EOVERFLOW, EPERM, ESHUTDOWN};
 use super::request_durations::RequestDurations;
 use super::transmission::{COMMANDS, Command, command_index};
@@ -99,20 +104,58 @@ pub struct ExportStats {
 }
 
 /// Counters of the whole NBD server.
-#[derive(Default)]
 pub struct NbdCounters {
     connections: AtomicU64,
+    /// Of `connections`, those not in transmission yet.
+    handshakes: AtomicU64,
+    /// Per [`Refusal::ALL`] entry: how many, and the rate limit of their
+    /// log lines.
+    refused: [(AtomicU64, RefusalLog); 3],
     exports: Mutex<BTreeMap<String, Arc<ExportCounters>>>,
 }
 
+impl Default for NbdCounters {
+    fn default() -> Self {
+        NbdCounters {
+            connections: AtomicU64::new(0),
+            handshakes: AtomicU64::new(0),
+            refused: std::array::from_fn(|_| {
+                (AtomicU64::new(0), RefusalLog::new(REFUSAL_LOG_INTERVAL))
+            }),
+            exports: Mutex::default(),
+        }
+    }
+}
+
+/// The server-wide NBD counters at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct NbdServerStats {
+    /// Connections in the handshake (accepted, not in transmission yet).
+    pub handshakes: u64,
+    /// Connections established (in transmission, or closing after it).
+    pub sessions: u64,
+    /// Clients refused or cut short in the handshake, per reason
+    /// ([`Refusal::name`]).
+    pub refused: Vec<(String, u64)>,
+}
+
 impl NbdCounters {
-    /// A connection was accepted.
+    /// A connection was accepted: it is in the handshake.
     pub fn connection_opened(&self) {
         self.connections.fetch_add(1, Ordering::Relaxed);
+        self.handshakes.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A connection closed.
-    pub fn connection_closed(&self) {
+    /// A connection entered transmission: established.
+    pub fn session_started(&self) {
+        self.handshakes.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A connection closed (`established`: after `session_started`).
+    pub fn connection_closed(&self, established: bool) {
+        if !established {
+            self.handshakes.fetch_sub(1, Ordering::Relaxed);
+        }
         self.connections.fetch_sub(1, Ordering::Relaxed);
     }
 
@@ -121,10 +164,98 @@ impl NbdCounters {
         self.connections.load(Ordering::Relaxed)
     }
 
+    /// Connections established now (the count `--nbd-max-connections`
+    /// bounds).
+    pub fn sessions(&self) -> u64 {
+        let open = self.connections.load(Ordering::Relaxed);
+        open.saturating_sub(self.handshakes.load(Ordering::Relaxed))
+    }
+
+    /// Counts a client refused (or cut short) for `why` at `now`. `Some(n)`:
+    /// log a line for it, adding that `n` more went unlogged since the last
+    /// one; `None`: do not (one line per [`REFUSAL_LOG_INTERVAL`]).
+    pub fn refused(&self, why: Refusal, now: Instant) -> Option<u64> {
+        let (count, log) = &self.refused[why.index()];
+        count.fetch_add(1, Ordering::Relaxed);
+        log.note(now)
+    }
+
+    /// Refusals left unlogged whose interval is over, per reason: log a
+    /// line for each (see [`RefusalLog::flush`]).
+    pub fn unlogged(&self, now: Instant) -> Vec<(Refusal, u64)> {
+        Refusal::ALL
+            .iter()
+            .filter_map(|&r| Some((r, self.refused[r.index()].1.flush(now)?)))
+            .collect()
+    }
+
+    /// The server-wide counters now.
+    pub fn server_stats(&self) -> NbdServerStats {
+        NbdServerStats {
+            handshakes: self.handshakes.load(Ordering::Relaxed),
+            sessions: self.sessions(),
+            refused: Refusal::ALL
+                .iter()
+                .map(|r| {
+                    (
+                        r.name().to_string(),
+                        self.refused[r.index()].0.load(Ordering::Relaxed),
+                    )
+                })
+                .collect(),
+        }
+    }
+
     /// The counters of export `name`, created on first use; a connection
     /// attached to it counts in its connections until the handle drops.
     pub fn export(&self, name: &str) -> Arc<ExportCounters> {
         let mut m = self.exports.lock().unwrap_or_else(|e| e.into_inner());
         m.entry(name.to_string()).or_default().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn handshakes_and_sessions_are_counted_apart() {
+        let c = NbdCounters::default();
+        c.connection_opened();
+        c.connection_opened();
+        c.connection_opened();
+        c.session_started();
+        let s = c.server_stats();
+        assert_eq!((c.connections(), s.handshakes, s.sessions), (3, 2, 1));
+        c.connection_closed(false);
+        c.connection_closed(true);
+        let s = c.server_stats();
+        assert_eq!((c.connections(), s.handshakes, s.sessions), (1, 1, 0));
+        c.connection_closed(false);
+        assert_eq!(c.server_stats().handshakes, 0);
+    }
+
+    #[test]
+    fn refusals_are_all_counted_and_logged_once_per_interval() {
+        let c = NbdCounters::default();
+        let t = Instant::now();
+        assert_eq!(c.refused(Refusal::HandshakeTimeout, t), Some(0));
+        assert_eq!(c.refused(Refusal::HandshakeTimeout, t), None);
+        assert_eq!(c.refused(Refusal::HandshakeTimeout, t), None);
+        // Each reason has its own interval.
+        assert_eq!(c.refused(Refusal::Handshakes, t), Some(0));
+        let later = t + REFUSAL_LOG_INTERVAL + Duration::from_secs(1);
+        assert_eq!(c.unlogged(later), vec![(Refusal::HandshakeTimeout, 2)]);
+        assert_eq!(
+            c.server_stats().refused,
+            [
+                ("connections", 0),
+                ("handshakes", 1),
+                ("handshake_timeout", 3)
+            ]
+            .map(|(r, n)| (r.to_string(), n))
+        );
     }
 }

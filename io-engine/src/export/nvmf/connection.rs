@@ -19,6 +19,7 @@ use std::io;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use super::command::{Command, admin, fctype, io as nvm, sgl};
 use super::completion::{Completion, Status};
@@ -30,7 +31,7 @@ use super::pdu::{self, Digests, Fes, Header, PduError, flags, kind};
 use super::target::Target;
 use crate::bdev::{IoChannel, IoCompletion, IoDone, IoError, IoRequest, IoType};
 use crate::env::tsc;
-use crate::export::{Attachment, Buffers, Output, Protocol, ShareWatch, Stream};
+use crate::export::{Attachment, Buffers, HandshakeSlot, Output, Protocol, ShareWatch, Stream};
 use crate::pool::IoBuf;
 use crate::reactor::{self, FdHandler, FdRegistration, Interest, Poll, PollerHandle, Readiness};
 
@@ -237,10 +238,10 @@ pub struct Connection {
     reg: RefCell<Option<FdRegistration>>,
     poller: RefCell<Option<PollerHandle>>,
     server: Arc<Target>,
-    /// The listener that accepted it, and whether it has connected (its
-    /// Connect succeeded).
+    /// The listener that accepted it, and its place among the listener's
+    /// connections not connected yet (`None` once its Connect succeeded).
     listener: Arc<Listener>,
-    connected: Cell<bool>,
+    connecting: RefCell<Option<HandshakeSlot>>,
     peer: String,
     me: Weak<Connection>,
 }
@@ -265,10 +266,16 @@ fn status_of(e: &IoError) -> Status {
 
 impl Connection {
     /// Starts serving `sock` on the calling reactor.
-    pub fn start(sock: Stream, peer: String, server: Arc<Target>, listener: Arc<Listener>) {
+    pub fn start(
+        sock: Stream,
+        peer: String,
+        server: Arc<Target>,
+        listener: Arc<Listener>,
+        slot: HandshakeSlot,
+    ) {
         if let Err(e) = sock.set_nonblocking() {
             tracing::warn!(%peer, "NVMe/TCP connection dropped: {e}");
-            listener.closed(false);
+            listener.closed();
             return;
         }
         let conn = Rc::new_cyclic(|me| Connection {
@@ -299,7 +306,7 @@ impl Connection {
             poller: RefCell::new(None),
             server,
             listener,
-            connected: Cell::new(false),
+            connecting: RefCell::new(Some(slot)),
             peer,
         });
         let weak: Weak<dyn FdHandler> = Rc::downgrade(&conn) as Weak<dyn FdHandler>;
@@ -307,7 +314,7 @@ impl Connection {
             Ok(r) => *conn.reg.borrow_mut() = Some(r),
             Err(e) => {
                 tracing::warn!(peer = %conn.peer, "NVMe/TCP connection dropped: {e}");
-                conn.listener.closed(false);
+                conn.listener.closed();
                 return;
             }
         }
@@ -352,8 +359,15 @@ impl Connection {
                 }
                 Phase::Io(q) => q.ctrl.is_dead() || q.attachment.closing(),
                 Phase::Init | Phase::Connecting => {
-                    if now >= st.connect_by {
-                        tracing::info!(peer = %self.peer, "NVMe/TCP connection closed: no Connect within {CONNECT_DEADLINE:?}");
+                    let connecting = self.connecting.borrow();
+                    if connecting.as_ref().is_some_and(HandshakeSlot::evicted) {
+                        // The accept loop counted and logged it.
+                        true
+                    } else if now >= st.connect_by {
+                        let log = &self.listener.deadline_log;
+                        if let Some(n) = log.note(Instant::now()) {
+                            tracing::info!(peer = %self.peer, unlogged = n, "NVMe/TCP connection closed: no Connect within {CONNECT_DEADLINE:?}");
+                        }
                         true
                     } else {
                         reactor::wake_by(st.connect_by);
@@ -420,7 +434,8 @@ impl Connection {
             return;
         }
         self.server.connection_closed();
-        self.listener.closed(self.connected.get());
+        drop(self.connecting.take());
+        self.listener.closed();
         let phase = {
             let mut st = self.state.borrow_mut();
             // The IO buffers that commands and the output still hold go
@@ -692,6 +707,9 @@ impl Connection {
                     self.server.limits.max_h2c_data(),
                 );
                 st.phase = Phase::Connecting;
+                if let Some(s) = self.connecting.borrow().as_ref() {
+                    s.progressed();
+                }
                 Ok(true)
             }
             (kind::IC_REQ, _) => Err(PduError::new(Fes::PduSequence, "a second ICReq")),
@@ -724,9 +742,9 @@ impl Connection {
                     // buffer).
                     self.server.counters.command(admin_queue, opcode);
                 }
-                if !self.connected.get() && matches!(st.phase, Phase::Admin(_) | Phase::Io(_)) {
-                    self.connected.set(true);
-                    self.listener.connected();
+                if matches!(st.phase, Phase::Admin(_) | Phase::Io(_)) {
+                    // Connected: it leaves the connecting ones.
+                    drop(self.connecting.take());
                 }
                 handled
             }

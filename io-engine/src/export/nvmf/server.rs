@@ -7,12 +7,12 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::connection::Connection;
-use super::listener::Listener;
+use super::listener::{Listener, Refusal};
 use super::target::Target;
-use crate::export::{Dispatch, Stream};
+use crate::export::{Dispatch, REFUSAL_LOG_INTERVAL, RefusalLog, Stream};
 
 /// Accepts hosts on `listener` until `shutdown` completes.
 pub async fn serve(
@@ -36,10 +36,24 @@ pub async fn serve(
         }
     };
     tokio::pin!(shutdown);
+    // Per reason: connections refused, connecting ones closed to make room.
+    let logs = [(); 2].map(|_| RefusalLog::new(REFUSAL_LOG_INTERVAL));
+    let log_of = |why: Refusal| &logs[matches!(why, Refusal::Connecting(_)) as usize];
+    let mut flush = tokio::time::interval(REFUSAL_LOG_INTERVAL);
     loop {
         let accepted = tokio::select! {
             _ = &mut shutdown => return,
             a = listener.accept() => a,
+            _ = flush.tick() => {
+                let now = Instant::now();
+                for n in logs.iter().filter_map(|l| l.flush(now)) {
+                    tracing::warn!(listener = %limits.addr, "NVMe/TCP: {n} more connections refused or closed to make room since the last such line");
+                }
+                if let Some(n) = limits.deadline_log.flush(now) {
+                    tracing::info!(listener = %limits.addr, "NVMe/TCP: {n} more connections closed at their connect deadline since the last such line");
+                }
+                continue;
+            }
         };
         let (sock, peer) = match accepted {
             Ok(a) => a,
@@ -49,27 +63,44 @@ pub async fn serve(
                 continue;
             }
         };
-        if let Err(why) = limits.admit() {
-            target.counters.refused(why);
-            tracing::warn!(%peer, listener = %limits.addr, "NVMe/TCP connection refused: {why}");
-            continue;
-        }
+        let core = target.next.fetch_add(1, Ordering::Relaxed) % dispatch.cores().max(1);
+        let slot = match limits.admit(core) {
+            Ok((slot, evicted)) => {
+                if let Some(victim) = evicted {
+                    // It sees its flag at its reactor's next round: wake
+                    // that reactor (an adaptive one may be asleep).
+                    dispatch.run_on(victim, Box::new(|| {}));
+                    let why = Refusal::Connecting(limits.max_connecting());
+                    target.counters.refused(why);
+                    if let Some(n) = log_of(why).note(Instant::now()) {
+                        tracing::warn!(%peer, listener = %limits.addr, unlogged = n, "NVMe/TCP connection not connected yet closed to make room, the oldest silent first: {why}");
+                    }
+                }
+                slot
+            }
+            Err(why) => {
+                target.counters.refused(why);
+                if let Some(n) = log_of(why).note(Instant::now()) {
+                    tracing::warn!(%peer, listener = %limits.addr, unlogged = n, "NVMe/TCP connection refused: {why}");
+                }
+                continue;
+            }
+        };
         let _ = sock.set_nodelay(true);
         let stream = match sock.into_std() {
             Ok(s) => Stream::Tcp(s),
             Err(e) => {
                 tracing::warn!(%peer, "NVMe/TCP accept: {e}");
-                limits.closed(false);
+                limits.closed();
                 continue;
             }
         };
-        let core = target.next.fetch_add(1, Ordering::Relaxed) % dispatch.cores().max(1);
         let target = target.clone();
         let peer = peer.to_string();
         let limits = limits.clone();
         dispatch.run_on(
             core,
-            Box::new(move || Connection::start(stream, peer, target, limits)),
+            Box::new(move || Connection::start(stream, peer, target, limits, slot)),
         );
     }
 }

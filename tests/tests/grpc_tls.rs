@@ -1,0 +1,263 @@
+//! gRPC over TLS with real clients: the daemon with a certificate, a key
+//! and a client CA (mutual TLS), a Python grpcio client (stubs from
+//! `proto/`) and `io-engine-ctl` over https; the refusals (no client
+//! certificate, another CA's, the server checked against the wrong CA, a
+//! plaintext client); and the start-up rules: plaintext gRPC only on
+//! loopback, TLS files checked with errors naming the file.
+
+use std::path::Path;
+use std::process::Output;
+
+use io_engine_tests::certs::TestPki;
+use io_engine_tests::daemon::{
+    CTL_TIMEOUT, Daemon, clean_command, ctl_bin, quiet_args, run_daemon_to_exit,
+};
+use io_engine_tests::grpcio::{PythonGrpc, scripts_dir};
+use io_engine_tests::output_with_timeout;
+use io_engine_tests::tools::TempDir;
+
+/// Starts a daemon serving gRPC over TLS, requiring client certificates of
+/// the PKI's CA.
+fn mtls_daemon(pki: &TestPki) -> Daemon {
+    let mut args = quiet_args();
+    for (flag, path) in [
+        ("--grpc-tls-cert", &pki.server_cert),
+        ("--grpc-tls-key", &pki.server_key),
+        ("--grpc-tls-client-ca", &pki.ca),
+    ] {
+        args.push(flag.into());
+        args.push(path.display().to_string());
+    }
+    Daemon::start(args)
+}
+
+/// Runs the Python client against `addr` with `args` after the address;
+/// returns its JSON line and exit status.
+fn python(grpc: &PythonGrpc, addr: &str, args: &[&Path]) -> (serde_json::Value, Option<i32>) {
+    let script = scripts_dir().join("grpc_tls_client.py");
+    let mut all: Vec<&std::ffi::OsStr> = vec![addr.as_ref()];
+    all.extend(args.iter().map(|p| p.as_os_str()));
+    let out = grpc.run_file(script, all);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    let json = serde_json::from_str(line).unwrap_or_else(|e| {
+        panic!(
+            "the Python client printed no JSON ({e}; {}):\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (json, out.status.code())
+}
+
+/// `io-engine-ctl --endpoint URL ARGS` without the test's IO_ENGINE_*
+/// variables.
+fn ctl(url: &str, args: &[&str]) -> Output {
+    let mut cmd = clean_command(ctl_bin());
+    cmd.arg("--endpoint").arg(url).args(args);
+    output_with_timeout(cmd, CTL_TIMEOUT)
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 temporary path")
+}
+
+#[test]
+fn mutual_tls_serves_clients_of_the_ca_and_refuses_the_rest() {
+    let dir = TempDir::new("grpc-tls");
+    let pki = TestPki::create(dir.path()).expect("create the test PKI");
+    let daemon = mtls_daemon(&pki);
+    let addr = daemon.grpc_addr().to_string();
+    let grpc = PythonGrpc::new();
+
+    // Served: the engine's API, health and reflection on the one TLS port.
+    let (served, code) = python(&grpc, &addr, &[&pki.ca, &pki.client_cert, &pki.client_key]);
+    assert_eq!(code, Some(0), "{served}");
+    assert!(
+        served["version"].as_str().is_some_and(|v| !v.is_empty()),
+        "{served}"
+    );
+    assert_eq!(served["health"], "SERVING", "{served}");
+    let services: Vec<&str> = served["services"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no services in {served}"))
+        .iter()
+        .filter_map(|s| s.as_str())
+        .collect();
+    for name in [
+        "io_engine.v1.EngineService",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+    ] {
+        assert!(services.contains(&name), "{name} not in {services:?}");
+    }
+
+    // Refused: no client certificate, another CA's, a server checked
+    // against the wrong CA, no TLS at all.
+    let refusals: [(&str, Vec<&Path>); 4] = [
+        ("no client certificate", vec![&pki.ca]),
+        (
+            "the other CA's client certificate",
+            vec![&pki.ca, &pki.other_client_cert, &pki.other_client_key],
+        ),
+        (
+            "the server checked against the other CA",
+            vec![&pki.other_ca, &pki.client_cert, &pki.client_key],
+        ),
+        ("plaintext", vec![Path::new("plaintext")]),
+    ];
+    for (case, args) in refusals {
+        let (refused, code) = python(&grpc, &addr, &args);
+        assert_eq!(code, Some(3), "{case}: {refused}");
+        assert_eq!(refused["error"], "UNAVAILABLE", "{case}: {refused}");
+        assert!(refused.get("version").is_none(), "{case}: {refused}");
+    }
+
+    // io-engine-ctl over mTLS.
+    let url = format!("https://{addr}");
+    let tls = [
+        "--tls-ca",
+        path(&pki.ca),
+        "--tls-cert",
+        path(&pki.client_cert),
+        "--tls-key",
+        path(&pki.client_key),
+    ];
+    let mut args = tls.to_vec();
+    args.extend(["engine", "info", "--output", "json"]);
+    let out = ctl(&url, &args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "ctl over mTLS: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(info["version"], served["version"]);
+
+    // Without a client certificate, or with another CA's: exit 1, one line
+    // that says what to fix.
+    let other = [
+        "--tls-cert",
+        path(&pki.other_client_cert),
+        "--tls-key",
+        path(&pki.other_client_key),
+    ];
+    for (extra, fix) in [
+        (&[][..], "give --tls-cert and --tls-key"),
+        (&other[..], "it refused the client certificate"),
+    ] {
+        let mut args = vec!["--tls-ca", path(&pki.ca)];
+        args.extend(extra);
+        args.extend(["engine", "info"]);
+        let out = ctl(&url, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&format!(
+                "io-engine-ctl: error: cannot talk TLS to the engine at {url}: "
+            )) && stderr.contains(fix),
+            "{fix}: {stderr}"
+        );
+    }
+
+    // The engine checked against the wrong CA.
+    let out = ctl(&url, &["--tls-ca", path(&pki.other_ca), "engine", "info"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not signed by --tls-ca"), "{stderr}");
+
+    // http:// to the TLS port.
+    let out = ctl(&format!("http://{addr}"), &["engine", "info"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn plaintext_grpc_needs_loopback_or_grpc_insecure() {
+    let cpu = quiet_args()[3].clone();
+    let (out, _) = run_daemon_to_exit(
+        [
+            "-l",
+            &cpu,
+            "--grpc-addr",
+            "0.0.0.0:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    for word in [
+        "0.0.0.0:0",
+        "not a loopback address",
+        "--grpc-tls-cert",
+        "--grpc-insecure",
+    ] {
+        assert!(stderr.contains(word), "{word}: {stderr}");
+    }
+    // --grpc-insecure and a certificate contradict each other.
+    let (out, _) = run_daemon_to_exit(
+        [
+            "-l",
+            &cpu,
+            "--grpc-insecure",
+            "--grpc-tls-cert",
+            "a",
+            "--grpc-tls-key",
+            "b",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn bad_tls_files_are_named_at_start() {
+    let dir = TempDir::new("grpc-tls-files");
+    let pki = TestPki::create(dir.path()).expect("create the test PKI");
+    let not_pem = dir.write("not-pem.crt", "not a certificate\n");
+    let missing = dir.path().join("missing.crt");
+    let cpu = quiet_args()[3].clone();
+    let cases: [(&Path, &Path, &str); 4] = [
+        (&missing, &pki.server_key, "missing.crt: cannot read"),
+        (&not_pem, &pki.server_key, "not-pem.crt: no PEM certificate"),
+        (
+            &pki.server_cert,
+            &not_pem,
+            "not-pem.crt: no PEM private key",
+        ),
+        (
+            &pki.server_cert,
+            &pki.client_key,
+            "client.key: this key does not match the certificate in",
+        ),
+    ];
+    for (cert, key, expected) in cases {
+        let (out, _) = run_daemon_to_exit(
+            [
+                "-l",
+                &cpu,
+                "--grpc-addr",
+                "127.0.0.1:0",
+                "--grpc-tls-cert",
+                path(cert),
+                "--grpc-tls-key",
+                path(key),
+            ],
+            &[],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{expected}: {stderr}");
+        assert!(
+            stderr.starts_with("io-engine: error: gRPC TLS: ") && stderr.contains(expected),
+            "{expected}: {stderr}"
+        );
+    }
+    // A certificate without its key is a usage error.
+    let (out, _) = run_daemon_to_exit(["-l", &cpu, "--grpc-tls-cert", path(&pki.server_cert)], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--grpc-tls-key"));
+}
