@@ -192,7 +192,10 @@ fn a_default_limits_grpcio_client_gets_invalid_argument_under_1_kib() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(!stdout.contains("FAIL"), "{stdout}");
-        assert!(stdout.lines().filter(|l| l.starts_with("ok ")).count() >= 2, "{stdout}");
+        assert!(
+            stdout.lines().filter(|l| l.starts_with("ok ")).count() >= 2,
+            "{stdout}"
+        );
     };
     let plain = Daemon::start_quiet(["--bdev", "malloc:///m0?size_mb=1"]);
     check(&plain, &[]);
