@@ -8,6 +8,7 @@
 //! TCP connection) on one reactor from accept to close (see
 //! [`connection`]); a controller's state on its admin queue's reactor.
 
+pub mod auth;
 pub mod command;
 mod completion;
 mod connection;
