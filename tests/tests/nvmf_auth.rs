@@ -8,8 +8,8 @@
 //! The host's responses are computed by a Python script (hashlib, hmac),
 //! the secrets by `nvme gen-dhchap-key`: never by the engine's code.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Output};
 
 use io_engine_tests::daemon::Daemon;
 use io_engine_tests::nvmf::{CC_ENABLE, Cqe, HOST_NQN, Host, Sqe, nqn_of};
@@ -20,7 +20,7 @@ use io_engine_tests::u;
 /// C1 || SEQNUM || T_ID || 00h || "HostHost" || NQNh || 00h || NQNs).
 const PY: &str = r#"
 import sys, hmac, hashlib, base64
-secret, host, sub, c1, s1, tid = sys.stdin.read().split()
+secret, host, sub, c1, s1, tid = sys.argv[1:]
 _, hh, b64 = secret.split(':')[:3]
 key = base64.b64decode(b64)[:-4]
 if int(hh):
@@ -32,20 +32,11 @@ print(hmac.new(key, msg, hashlib.sha256).hexdigest())
 
 fn response(secret: &str, subnqn: &str, c1: &[u8], s1: u32, tid: u16) -> Vec<u8> {
     let c1: String = c1.iter().map(|b| format!("{b:02x}")).collect();
-    let mut child = Command::new("python3")
-        .args(["-c", PY])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
+    let (s1, tid) = (s1.to_string(), tid.to_string());
+    let out = Command::new("python3")
+        .args(["-c", PY, secret, HOST_NQN, subnqn, &c1, &s1, &tid])
+        .output()
         .expect("python3 runs");
-    let input = format!("{secret} {HOST_NQN} {subnqn} {c1} {s1} {tid}");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let hex = String::from_utf8(out.stdout).unwrap();
     let hex = hex.trim();
@@ -111,6 +102,13 @@ fn authenticate(h: &mut Host, secret: &str, subnqn: &str, tid: u16) -> Vec<u8> {
     answer
 }
 
+/// `bdev share m0 --protocol nvmf` to HOST_NQN with the secret in `file`.
+fn share_with_secret(d: &Daemon, file: &Path) -> Output {
+    let flag = format!("{HOST_NQN}={}", file.display());
+    let args = "bdev share m0 --protocol nvmf --allowed-host".split(' ');
+    d.ctl(args.chain([HOST_NQN, "--dhchap-secret", &flag]))
+}
+
 const AUTH_REQUIRED: u16 = 0x191;
 const ATR: u32 = 1 << 17;
 
@@ -121,18 +119,8 @@ fn a_host_with_a_secret_authenticates_every_queue_before_anything_runs() {
     let (secret, other) = (gen_key(), gen_key());
     let dir = TempDir::new("dhchap");
     let file = dir.write("host.key", &format!("{secret}\n"));
-    let flag = format!("{HOST_NQN}={}", file.display());
-    d.ctl_ok(&[
-        "bdev",
-        "share",
-        "m0",
-        "--protocol",
-        "nvmf",
-        "--allowed-host",
-        HOST_NQN,
-        "--dhchap-secret",
-        &flag,
-    ]);
+    let out = share_with_secret(&d, &file);
+    assert!(out.status.success(), "{out:?}");
     let subnqn = nqn_of("m0");
     let list = d.ctl_json(&["export", "list"]);
     assert_eq!(list["exports"][0]["dhchap_hosts"][0], HOST_NQN, "{list}");
@@ -203,18 +191,7 @@ fn malformed_secrets_are_refused_by_name_never_by_value() {
     bad[12] = if bad[12] == b'A' { b'B' } else { b'A' };
     let bad = String::from_utf8(bad).unwrap();
     let file = dir.write("bad.key", &bad);
-    let flag = format!("{HOST_NQN}={}", file.display());
-    let out = d.ctl([
-        "bdev",
-        "share",
-        "m0",
-        "--protocol",
-        "nvmf",
-        "--allowed-host",
-        HOST_NQN,
-        "--dhchap-secret",
-        &flag,
-    ]);
+    let out = share_with_secret(&d, &file);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("CRC-32"), "{err}");
