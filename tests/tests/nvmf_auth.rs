@@ -176,6 +176,11 @@ fn a_host_with_a_secret_authenticates_every_queue_before_anything_runs() {
     assert!(bad.closed(), "the refused connection closes");
     let stats = d.ctl_json(&["stats", "io", "m0"]);
     assert_eq!(u(&stats["stats"][0]["write"]["ops"]), 1, "{stats}");
+    // The three commands refused before authentication, by status.
+    let scrape = io_engine_tests::http::get(&d.metrics_url()).unwrap().body;
+    let scrape = String::from_utf8(scrape).unwrap();
+    let line = "io_engine_nvmf_errors_total{status=\"auth_required\"} 3";
+    assert!(scrape.lines().any(|l| l == line), "{line} in\n{scrape}");
     let log = d.stderr();
     assert!(log.contains("NVMe/TCP authentication failed"), "{log}");
     assert!(!log.contains(b64), "a secret in the log");
