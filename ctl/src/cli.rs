@@ -229,6 +229,16 @@ pub(crate) enum BdevCommand {
         /// any host).
         #[arg(long = "allowed-host", value_name = "NQN")]
         allowed_hosts: Vec<String>,
+        /// NVMe-oF: an allowed host that must authenticate (DH-HMAC-CHAP),
+        /// and the file holding its secret (`nvme gen-dhchap-key` output);
+        /// repeat for more. Files, not values: a command line is visible
+        /// to every user of the machine.
+        #[arg(long = "dhchap-secret", value_name = "NQN=FILE")]
+        dhchap_secrets: Vec<String>,
+        /// NVMe-oF: the controller's secret for a host given with
+        /// --dhchap-secret, from a file (bidirectional authentication).
+        #[arg(long = "dhchap-ctrl-secret", value_name = "NQN=FILE")]
+        dhchap_ctrl_secrets: Vec<String>,
         /// NVMe-oF: the subsystem's NQN (default
         /// nqn.2024-12.io.io-engine:NAME).
         #[arg(long, value_name = "NQN")]

@@ -21,6 +21,7 @@ use crate::cli::{
 use crate::client::Client;
 use crate::config_dump::ConfigDump;
 use crate::error::CtlError;
+use crate::host_secrets;
 use crate::rate::interval_rates;
 use crate::render;
 
@@ -60,11 +61,21 @@ pub(crate) async fn execute(cli: &Cli, out: &mut impl Write) -> Result<(), CtlEr
                 name,
                 protocol,
                 allowed_hosts,
+                dhchap_secrets,
+                dhchap_ctrl_secrets,
                 nqn,
                 read_only,
             } => {
+                let secrets = host_secrets::read(dhchap_secrets, dhchap_ctrl_secrets)?;
                 let e = client
-                    .share(name, protocol, *read_only, allowed_hosts, nqn.as_deref())
+                    .share(
+                        name,
+                        protocol,
+                        *read_only,
+                        allowed_hosts,
+                        secrets,
+                        nqn.as_deref(),
+                    )
                     .await?;
                 printer.show(&e, || format!("{}\n", e.uri))
             }

@@ -56,7 +56,11 @@ fn bdev_value(b: &Bdev) -> String {
 }
 
 /// A share's `--share` value: NAME[:nvmf][:ro][:nqn=NQN][:host=NQN]... (NBD
-/// is the default protocol; the NQNs last, as the flag wants them).
+/// is the default protocol; the NQNs last, as the flag wants them). A host
+/// that must authenticate gets `:dhchap=REDACTED`: the API never returns
+/// secrets, and the daemon refuses that value, so a dump cannot start the
+/// share without authentication (put the secret back, or share it with
+/// `bdev share --dhchap-secret`).
 fn share_value(e: &Export) -> String {
     let mut value = e.bdev.clone();
     if e.protocol != "nbd" && !e.protocol.is_empty() {
@@ -73,6 +77,9 @@ fn share_value(e: &Export) -> String {
     for host in &e.allowed_hosts {
         value.push_str(":host=");
         value.push_str(host);
+        if e.dhchap_hosts.contains(host) {
+            value.push_str(":dhchap=REDACTED");
+        }
     }
     value
 }
@@ -165,6 +172,21 @@ mod tests {
         assert_eq!(
             dump.share,
             ["m0", "n0:nvmf:ro:nqn=nqn.2019-05.io.example:vol:1"]
+        );
+    }
+
+    #[test]
+    fn hosts_that_authenticate_have_their_secrets_redacted() {
+        let mut e = export("m0", "nvmf", false, "");
+        e.allowed_hosts = vec![
+            "nqn.2024-12.io.example:a".into(),
+            "nqn.2024-12.io.example:b".into(),
+        ];
+        e.dhchap_hosts = vec!["nqn.2024-12.io.example:b".into()];
+        let dump = ConfigDump::new(&[], &[e]);
+        assert_eq!(
+            dump.share,
+            ["m0:nvmf:host=nqn.2024-12.io.example:a:host=nqn.2024-12.io.example:b:dhchap=REDACTED"]
         );
     }
 

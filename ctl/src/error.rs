@@ -65,6 +65,10 @@ pub(crate) enum CtlError {
     /// Writing to stdout failed.
     #[error("cannot write the output: {0}")]
     Output(#[source] io::Error),
+    /// A --dhchap-secret / --dhchap-ctrl-secret value is wrong or its file
+    /// unreadable (the message never holds a secret).
+    #[error("{0}")]
+    Secret(String),
     /// Ctrl-C could not be watched for.
     #[error("cannot listen for Ctrl-C: {0}")]
     Signal(#[source] io::Error),

@@ -12,6 +12,7 @@ mod commands;
 mod config_dump;
 mod error;
 mod format;
+mod host_secrets;
 mod rate;
 mod render;
 

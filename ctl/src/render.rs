@@ -155,6 +155,13 @@ pub(crate) fn export_list(exports: &[Export], headers: bool) -> String {
                 e.allowed_hosts.join(", ")
             ));
         }
+        if !e.dhchap_hosts.is_empty() {
+            out.push_str(&format!(
+                "{}: hosts that authenticate (DH-HMAC-CHAP) {}\n",
+                e.bdev,
+                e.dhchap_hosts.join(", ")
+            ));
+        }
         for c in &e.controllers {
             out.push_str(&format!(
                 "{}: controller {} host {} ({} I/O queues)\n",

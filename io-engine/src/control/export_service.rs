@@ -12,6 +12,7 @@ use tonic::{Request, Response, Status};
 use super::status;
 use crate::bdev::Quoted;
 use crate::engine::Engine;
+use crate::export::nvmf::auth::{DhchapKeys, HostSecrets};
 use crate::export::nvmf::nqn::MAX_NQN;
 use crate::export::{Protocol, ShareInfo};
 
@@ -19,6 +20,31 @@ use crate::export::{Protocol, ShareInfo};
 #[derive(Clone)]
 pub struct ExportService {
     engine: Arc<Engine>,
+}
+
+/// The hosts' DH-HMAC-CHAP secrets of a share request, parsed: each of
+/// an allowed host, at most once. Errors name the host, never a secret.
+fn host_secrets(allowed: &[String], req: Vec<pb::HostSecret>) -> Result<HostSecrets, Status> {
+    let mut hosts = Vec::with_capacity(req.len());
+    for h in req {
+        if !allowed.contains(&h.host_nqn) {
+            return Err(status::invalid(format!(
+                "host secret for {:?}: not one of allowed_hosts",
+                h.host_nqn.chars().take(64).collect::<String>()
+            )));
+        }
+        if hosts.iter().any(|(n, _)| *n == h.host_nqn) {
+            return Err(status::invalid(format!(
+                "host secret for {}: given twice",
+                h.host_nqn
+            )));
+        }
+        let ctrl = Some(h.dhchap_ctrl_secret.as_str()).filter(|c| !c.is_empty());
+        let keys = DhchapKeys::parse(&h.dhchap_secret, ctrl)
+            .map_err(|e| status::invalid(format!("host secret for {}: {e}", h.host_nqn)))?;
+        hosts.push((h.host_nqn, keys));
+    }
+    Ok(HostSecrets::new(hosts))
 }
 
 impl ExportService {
@@ -49,6 +75,7 @@ impl ExportService {
             read_only: s.read_only,
             connections: s.connections as u32,
             allowed_hosts: s.allowed_hosts,
+            dhchap_hosts: s.dhchap_hosts,
             controllers,
         }
     }
@@ -80,10 +107,18 @@ impl pb::export_service_server::ExportService for ExportService {
                 Quoted(h)
             )));
         }
+        let secrets = host_secrets(&r.allowed_hosts, r.host_secrets)?;
         let nqn = Some(r.nqn).filter(|n| !n.is_empty());
         let share = self
             .engine
-            .share(&r.bdev, protocol, r.read_only, r.allowed_hosts, nqn)
+            .share(
+                &r.bdev,
+                protocol,
+                r.read_only,
+                r.allowed_hosts,
+                secrets,
+                nqn,
+            )
             .map_err(status::export)?;
         Ok(Response::new(self.message(share)))
     }

@@ -9,6 +9,7 @@ use crate::bdev::{BdevError, BdevRegistry, IoPoolConfig};
 use crate::export::Dispatch;
 use crate::export::nbd::NbdCounters;
 use crate::export::nvmf;
+use crate::export::nvmf::auth::HostSecrets;
 use crate::export::{ExportError, Exports, Protocol, RELEASE_WAIT, ShareInfo};
 use crate::reactor::Reactors;
 use std::sync::Arc;
@@ -106,6 +107,7 @@ impl Engine {
         protocol: Protocol,
         read_only: bool,
         allowed_hosts: Vec<String>,
+        dhchap: HostSecrets,
         nqn: Option<String>,
     ) -> Result<ShareInfo, ExportError> {
         self.exports.share(
@@ -114,6 +116,7 @@ impl Engine {
             protocol,
             read_only,
             allowed_hosts,
+            dhchap,
             nqn,
         )
     }

@@ -16,7 +16,14 @@ fn a_shared_device_is_not_destroyed_until_unshared() {
         .create("null:///n0?size_mb=1&blk_size=512")
         .unwrap();
     engine
-        .share("n0", Protocol::Nbd, false, Vec::new(), None)
+        .share(
+            "n0",
+            Protocol::Nbd,
+            false,
+            Vec::new(),
+            crate::export::nvmf::auth::HostSecrets::default(),
+            None,
+        )
         .unwrap();
     let e = engine.destroy_bdev("n0").unwrap_err();
     assert!(
@@ -55,7 +62,14 @@ fn a_snapshot_holds_every_part() {
         engine.registry().create(uri).unwrap();
     }
     engine
-        .share("a", Protocol::Nbd, true, Vec::new(), None)
+        .share(
+            "a",
+            Protocol::Nbd,
+            true,
+            Vec::new(),
+            crate::export::nvmf::auth::HostSecrets::default(),
+            None,
+        )
         .unwrap();
     let s = engine.snapshot();
     assert_eq!(s.build, BUILD);

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::nvmf::auth::HostSecrets;
 use super::nvmf::nqn::{self, nqn_of};
 use super::release::Release;
 use super::share_state::ShareState;
@@ -53,10 +54,14 @@ impl Exports {
     }
 
     /// Shares device `name` over `protocol`, opening it (it cannot be
-    /// destroyed while shared), to `allowed_hosts` (empty: any host).
+    /// destroyed while shared), to `allowed_hosts` (empty: any host), those
+    /// in `dhchap` authenticating with their secrets.
     /// NVMe-oF: its subsystem's NQN is `nqn`, or by default
     /// [`nqn_of`] the name; an NQN must keep the rules of
     /// [`nqn::check`] and be no other share's.
+    // Each argument is one of the share's settings, as its flag or request
+    // field gives it.
+    #[allow(clippy::too_many_arguments)]
     pub fn share(
         &self,
         registry: &BdevRegistry,
@@ -64,6 +69,7 @@ impl Exports {
         protocol: Protocol,
         read_only: bool,
         allowed_hosts: Vec<String>,
+        dhchap: HostSecrets,
         nqn: Option<String>,
     ) -> Result<ShareInfo, ExportError> {
         let nqn = match (protocol, nqn) {
@@ -96,6 +102,7 @@ impl Exports {
             protocol,
             read_only,
             allowed_hosts,
+            dhchap,
             nqn,
             desc,
         };
@@ -243,6 +250,7 @@ fn info(e: &Entry) -> ShareInfo {
         read_only: e.share.read_only,
         connections: e.state.connections(),
         allowed_hosts: e.share.allowed_hosts.clone(),
+        dhchap_hosts: e.share.dhchap.hosts().map(String::from).collect(),
         nqn: e.share.nqn.clone(),
     }
 }

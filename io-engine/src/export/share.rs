@@ -4,6 +4,7 @@
 //! Thread: any (the descriptor is `Send + Sync`).
 
 use super::Protocol;
+use super::nvmf::auth::HostSecrets;
 use crate::bdev::BdevDesc;
 
 /// One share, as a protocol's option phase looks it up.
@@ -18,6 +19,9 @@ pub struct Share {
     /// The hosts allowed to attach, by the identity their protocol gives
     /// (NVMe-oF: host NQNs); empty: any host.
     pub allowed_hosts: Vec<String>,
+    /// NVMe-oF: the DH-HMAC-CHAP secrets of allowed hosts that must
+    /// authenticate (never listed, logged or dumped).
+    pub dhchap: HostSecrets,
     /// NVMe-oF: the subsystem's NQN (the one the share gave, or the
     /// default [`nqn_of`](super::nvmf::nqn::nqn_of) its name); `None`
     /// for other protocols.
@@ -33,6 +37,7 @@ impl std::fmt::Debug for Share {
             .field("protocol", &self.protocol)
             .field("read_only", &self.read_only)
             .field("nqn", &self.nqn)
+            .field("dhchap", &self.dhchap)
             .finish()
     }
 }

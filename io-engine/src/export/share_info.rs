@@ -17,6 +17,9 @@ pub struct ShareInfo {
     pub connections: usize,
     /// The hosts allowed to attach (empty: any host).
     pub allowed_hosts: Vec<String>,
+    /// NVMe-oF: the allowed hosts that must authenticate (DH-HMAC-CHAP;
+    /// their secrets are never shown).
+    pub dhchap_hosts: Vec<String>,
     /// NVMe-oF: the subsystem's NQN; `None` for other protocols.
     pub nqn: Option<String>,
 }

@@ -395,9 +395,10 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
                 flag.protocol,
                 flag.read_only,
                 flag.hosts.iter().map(|h| h.to_string()).collect(),
+                flag.host_secrets(),
                 flag.nqn.map(String::from),
             )
-            .map_err(|e| format!("--share {share}: {e}"))?;
+            .map_err(|e| format!("--share {}: {e}", share_flag::redacted(share)))?;
     }
     let mut nvmf = Vec::new();
     for addr in &args.nvmf_addr {

@@ -1,14 +1,22 @@
 //! The value of a `--share` flag (and of the config file's `share` key):
-//! NAME[:nbd|:nvmf][:ro][:nqn=NQN][:host=NQN]..., parsed into what
-//! `Engine::share` takes.
+//! NAME[:nbd|:nvmf][:ro][:nqn=NQN][:host=NQN[:dhchap=SECRET[:dhchap-ctrl=SECRET]]]...,
+//! parsed into what `Engine::share` takes.
 //!
 //! Thread: `main`, before the engine serves anything (pure parsing).
 //!
-//! NQNs hold colons, so `nqn=` and `host=` come last and each value runs to
-//! the next `:nqn=` or `:host=` (or the end). `io-engine-ctl config dump`
-//! writes shares in this form.
+//! NQNs and DH-HMAC-CHAP secrets (`DHHC-1:01:BASE64:`) hold colons, so
+//! `nqn=`, `host=`, `dhchap=` and `dhchap-ctrl=` come last and each value
+//! runs to the next `:nqn=`, `:host=`, `:dhchap=` or `:dhchap-ctrl=` (or
+//! the end): a secret's base64 has no colon and its `DHHC-1:HH:` prefix no
+//! `=`, so neither can look like one of them. `dhchap=` is the secret of
+//! the `host=` before it (which must then authenticate), `dhchap-ctrl=`
+//! the controller's secret for that host (bidirectional authentication).
+//! Error messages show the value with its secrets replaced by `REDACTED`.
+//! `io-engine-ctl config dump` writes shares in this form, secrets
+//! redacted (the API never returns them).
 
 use io_engine::export::Protocol;
+use io_engine::export::nvmf::auth::{DhchapKeys, HostSecrets};
 
 /// One `--share` value, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,36 +32,93 @@ pub struct ShareFlag<'a> {
     /// NVMe/TCP: the hosts allowed to connect (`:host=`, repeated); empty
     /// for any host.
     pub hosts: Vec<&'a str>,
+    /// NVMe/TCP: the DH-HMAC-CHAP secrets of the hosts that must
+    /// authenticate: (host NQN, host secret, controller secret).
+    pub dhchap: Vec<(&'a str, &'a str, Option<&'a str>)>,
 }
 
 /// Options that take the rest of the value up to the next one of them.
-const TAIL_KEYS: [&str; 2] = [":nqn=", ":host="];
+const TAIL_KEYS: [&str; 4] = [":nqn=", ":host=", ":dhchap=", ":dhchap-ctrl="];
+/// The ones whose values are secrets.
+const SECRET_KEYS: [&str; 2] = [":dhchap=", ":dhchap-ctrl="];
+
+/// Where each tail option of `share` starts, in order, with its key.
+fn tail_starts(share: &str) -> Vec<(usize, &'static str)> {
+    let mut starts: Vec<(usize, &str)> = TAIL_KEYS
+        .iter()
+        .flat_map(|k| share.match_indices(k).map(|(i, _)| (i, *k)))
+        .collect();
+    starts.sort_unstable();
+    starts
+}
+
+/// `share` with the values of its secret options replaced by `REDACTED`,
+/// for messages.
+pub fn redacted(share: &str) -> String {
+    let starts = tail_starts(share);
+    let mut out = String::from(&share[..starts.first().map_or(share.len(), |(i, _)| *i)]);
+    for (n, (at, key)) in starts.iter().enumerate() {
+        let end = starts.get(n + 1).map_or(share.len(), |(i, _)| *i);
+        out.push_str(key);
+        if SECRET_KEYS.contains(key) {
+            out.push_str("REDACTED");
+        } else {
+            out.push_str(&share[at + key.len()..end]);
+        }
+    }
+    out
+}
 
 impl<'a> ShareFlag<'a> {
-    /// Parses `share`; the error names the value and what is wrong with it.
+    /// Parses `share`; the error names the value (its secrets redacted)
+    /// and what is wrong with it.
     pub fn parse(share: &'a str) -> Result<Self, String> {
-        // Where each `:nqn=` / `:host=` starts, in order.
-        let mut starts: Vec<(usize, &str)> = TAIL_KEYS
-            .iter()
-            .flat_map(|k| share.match_indices(k).map(|(i, _)| (i, *k)))
-            .collect();
-        starts.sort_unstable();
+        let starts = tail_starts(share);
+        let shown = redacted(share);
         let head = &share[..starts.first().map_or(share.len(), |(i, _)| *i)];
         let mut nqn = None;
         let mut hosts = Vec::new();
+        let mut dhchap: Vec<(&str, &str, Option<&str>)> = Vec::new();
         for (n, (at, key)) in starts.iter().enumerate() {
             let end = starts.get(n + 1).map_or(share.len(), |(i, _)| *i);
             let value = &share[at + key.len()..end];
             let what = &key[1..key.len() - 1];
             if value.is_empty() {
-                return Err(format!("--share {share}: {what}= gives no NQN"));
+                let gives = if SECRET_KEYS.contains(key) {
+                    "secret"
+                } else {
+                    "NQN"
+                };
+                return Err(format!("--share {shown}: {what}= gives no {gives}"));
             }
-            match *key {
-                ":nqn=" if nqn.is_some() => {
-                    return Err(format!("--share {share}: nqn= given twice"));
+            let last_host = hosts.last().copied();
+            let keys = dhchap.last_mut().filter(|k| Some(k.0) == last_host);
+            match (*key, last_host, keys) {
+                (":nqn=", ..) if nqn.is_some() => {
+                    return Err(format!("--share {shown}: nqn= given twice"));
                 }
-                ":nqn=" => nqn = Some(value),
-                _ => hosts.push(value),
+                (":nqn=", ..) => nqn = Some(value),
+                (":host=", ..) => hosts.push(value),
+                (_, None, _) => {
+                    return Err(format!(
+                        "--share {shown}: {what}= follows no host= (it is that host's secret)"
+                    ));
+                }
+                (":dhchap=", Some(h), None) => dhchap.push((h, value, None)),
+                (":dhchap=", Some(h), Some(_)) => {
+                    return Err(format!("--share {shown}: dhchap= given twice for host {h}"));
+                }
+                (_, Some(_), Some(k)) if k.2.is_none() => k.2 = Some(value),
+                (_, Some(h), _) => {
+                    return Err(format!(
+                        "--share {shown}: dhchap-ctrl= for host {h} must follow its one dhchap="
+                    ));
+                }
+            }
+        }
+        for (h, host, ctrl) in &dhchap {
+            if let Err(e) = DhchapKeys::parse(host, *ctrl) {
+                return Err(format!("--share {shown}: host {h}'s secret: {e}"));
             }
         }
         let (rest, read_only) = match head.strip_suffix(":ro") {
@@ -65,14 +130,17 @@ impl<'a> ShareFlag<'a> {
                 Some(protocol) => (name, protocol),
                 None => {
                     return Err(format!(
-                        "--share {share}: unknown protocol {p:?} (nbd or nvmf)"
+                        "--share {shown}: unknown protocol {p:?} (nbd or nvmf)"
                     ));
                 }
             },
             None => (rest, Protocol::Nbd),
         };
+        if !dhchap.is_empty() && protocol != Protocol::Nvmf {
+            return Err(format!("--share {shown}: dhchap= is NVMe/TCP's (:nvmf)"));
+        }
         if name.is_empty() {
-            return Err(format!("--share {share}: no device name"));
+            return Err(format!("--share {shown}: no device name"));
         }
         Ok(Self {
             name,
@@ -80,7 +148,18 @@ impl<'a> ShareFlag<'a> {
             read_only,
             nqn,
             hosts,
+            dhchap,
         })
+    }
+}
+
+impl ShareFlag<'_> {
+    /// The hosts' secrets, parsed (checked by [`ShareFlag::parse`]).
+    pub fn host_secrets(&self) -> HostSecrets {
+        HostSecrets::new(self.dhchap.iter().map(|(h, host, ctrl)| {
+            let keys = DhchapKeys::parse(host, *ctrl).expect("checked when parsed");
+            (h.to_string(), keys)
+        }))
     }
 }
 
@@ -101,6 +180,7 @@ mod tests {
             read_only,
             nqn,
             hosts: hosts.to_vec(),
+            dhchap: Vec::new(),
         }
     }
 
@@ -156,6 +236,78 @@ mod tests {
             ShareFlag::parse(&value),
             Ok(flag("m1", Protocol::Nvmf, true, None, &[a]))
         );
+    }
+
+    /// Secrets from `nvme gen-dhchap-key` (SHA-256 transform; none, 48 bytes).
+    const K1: &str = "DHHC-1:01:hEnUUvkYQmpKZg79k5wrpLop1kvsXAj3NXVWY8r5vg1Cyk0d:";
+    const K2: &str =
+        "DHHC-1:00:qd2l4KAQXODXXYyi7DVmpe4nSpy2uT4Dq31jDSWDUTE/cgxLjXXzhA95Lr5ofacR7UiyTQ==:";
+
+    #[test]
+    fn secrets_follow_their_host_and_keep_their_colons() {
+        let a = "nqn.2024-12.io.example:host:a";
+        let b = "nqn.2024-12.io.example:b";
+        let value = format!(
+            "m1:nvmf:host={a}:dhchap={K1}:dhchap-ctrl={K2}:host={b}:nqn=nqn.2024-12.io.example:m1"
+        );
+        let f = ShareFlag::parse(&value).unwrap();
+        assert_eq!(f.hosts, [a, b]);
+        assert_eq!(f.nqn, Some("nqn.2024-12.io.example:m1"));
+        assert_eq!(f.dhchap, [(a, K1, Some(K2))]);
+        let secrets = f.host_secrets();
+        assert!(secrets.get(a).is_some_and(|k| k.ctrl.is_some()));
+        assert!(secrets.get(b).is_none());
+        // Without the final colons too.
+        let value = format!("m1:nvmf:host={a}:dhchap={}", K1.strip_suffix(':').unwrap());
+        assert_eq!(
+            ShareFlag::parse(&value).unwrap().dhchap,
+            [(a, &K1[..K1.len() - 1], None)]
+        );
+        assert_eq!(
+            redacted(&format!(
+                "m1:nvmf:host={a}:dhchap={K1}:dhchap-ctrl={K2}:host={b}"
+            )),
+            format!("m1:nvmf:host={a}:dhchap=REDACTED:dhchap-ctrl=REDACTED:host={b}")
+        );
+    }
+
+    #[test]
+    fn misplaced_or_wrong_secrets_are_refused_and_never_shown() {
+        let err = |v: &str| ShareFlag::parse(v).unwrap_err();
+        let h = "nqn.2024-12.io.example:h";
+        let b64 = K1.split(':').nth(2).unwrap();
+        for (value, why) in [
+            (format!("m0:nvmf:dhchap={K1}"), "dhchap= follows no host="),
+            (
+                format!("m0:nvmf:host={h}:dhchap-ctrl={K1}"),
+                "must follow its one dhchap=",
+            ),
+            (
+                format!("m0:nvmf:host={h}:dhchap={K1}:dhchap={K2}"),
+                "dhchap= given twice",
+            ),
+            (
+                format!("m0:nvmf:host={h}:dhchap={K1}:dhchap-ctrl={K2}:dhchap-ctrl={K2}"),
+                "must follow its one dhchap=",
+            ),
+            (
+                format!("m0:nvmf:host={h}:dhchap="),
+                "dhchap= gives no secret",
+            ),
+            (format!("m0:host={h}:dhchap={K1}"), "NVMe/TCP's"),
+            (
+                format!("m0:nvmf:host={h}:dhchap=REDACTED"),
+                "not a DH-HMAC-CHAP secret",
+            ),
+            (
+                format!("m0:nvmf:host={h}:dhchap=DHHC-1:01:{}x:", &b64[1..]),
+                "CRC-32",
+            ),
+        ] {
+            let e = err(&value);
+            assert!(e.contains(why), "{value}: {e}");
+            assert!(!e.contains(&b64[4..]), "the secret in {e}");
+        }
     }
 
     #[test]

@@ -16,14 +16,24 @@ fn registry() -> BdevRegistry {
     r
 }
 
+/// Shares `name` over NBD, to any host.
+fn share_nbd(
+    ex: &Exports,
+    reg: &BdevRegistry,
+    name: &str,
+    read_only: bool,
+) -> Result<ShareInfo, ExportError> {
+    let any = HostSecrets::default();
+    ex.share(reg, name, Protocol::Nbd, read_only, Vec::new(), any, None)
+}
+
 #[test]
 fn a_shared_device_is_held_open_and_may_not_be_destroyed() {
     let reg = registry();
     let ex = Exports::new(0);
-    ex.share(&reg, "n0", Protocol::Nbd, true, Vec::new(), None)
-        .unwrap();
+    share_nbd(&ex, &reg, "n0", true).unwrap();
     assert!(matches!(
-        ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new(), None),
+        share_nbd(&ex, &reg, "n0", false),
         Err(ExportError::AlreadyShared(_))
     ));
     let e = ex.ensure_unshared("n0").unwrap_err();
@@ -41,6 +51,7 @@ fn a_shared_device_is_held_open_and_may_not_be_destroyed() {
             read_only: true,
             connections: 0,
             allowed_hosts: Vec::new(),
+            dhchap_hosts: Vec::new(),
             nqn: None,
         }]
     );
@@ -54,8 +65,7 @@ fn a_shared_device_is_held_open_and_may_not_be_destroyed() {
 fn connections_are_counted_and_limited() {
     let reg = registry();
     let ex = Exports::new(2);
-    ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new(), None)
-        .unwrap();
+    share_nbd(&ex, &reg, "n0", false).unwrap();
     let a = ex.attach(Protocol::Nbd, "n0").unwrap();
     assert!(ex.refusal(Protocol::Nbd, "n0").is_none());
     let b = ex.attach(Protocol::Nbd, "n0").unwrap();
@@ -75,11 +85,9 @@ fn an_empty_name_picks_the_only_share() {
     let reg = registry();
     let ex = Exports::new(0);
     assert!(ex.find(Protocol::Nbd, "").is_none());
-    ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new(), None)
-        .unwrap();
+    share_nbd(&ex, &reg, "n0", false).unwrap();
     assert_eq!(ex.find(Protocol::Nbd, "").unwrap().name, "n0");
-    ex.share(&reg, "n1", Protocol::Nbd, false, Vec::new(), None)
-        .unwrap();
+    share_nbd(&ex, &reg, "n1", false).unwrap();
     assert!(ex.find(Protocol::Nbd, "").is_none(), "two: no default");
     assert_eq!(ex.find(Protocol::Nbd, "n1").unwrap().name, "n1");
     assert_eq!(ex.shares(Protocol::Nbd).len(), 2);
@@ -89,8 +97,7 @@ fn an_empty_name_picks_the_only_share() {
 fn an_unshare_refuses_new_connections_and_waits_for_attached_ones_to_let_go() {
     let reg = registry();
     let ex = Exports::new(0);
-    ex.share(&reg, "n0", Protocol::Nbd, false, Vec::new(), None)
-        .unwrap();
+    share_nbd(&ex, &reg, "n0", false).unwrap();
     let a = ex.attach(Protocol::Nbd, "n0").unwrap();
     let release = ex.unshare("n0").unwrap();
     assert!(a.closing());
@@ -117,7 +124,15 @@ fn nvmf_shares_have_an_nqn_of_their_own() {
     let reg = registry();
     let ex = Exports::new(0);
     let share = |name: &str, protocol, nqn: Option<&str>| {
-        ex.share(&reg, name, protocol, false, Vec::new(), nqn.map(Into::into))
+        ex.share(
+            &reg,
+            name,
+            protocol,
+            false,
+            Vec::new(),
+            HostSecrets::default(),
+            nqn.map(Into::into),
+        )
     };
     let n0 = share("n0", Protocol::Nvmf, None).unwrap();
     assert_eq!(n0.nqn.as_deref(), Some("nqn.2024-12.io.io-engine:n0"));

@@ -51,6 +51,10 @@ pub mod fctype {
     pub const CONNECT: u8 = 0x01;
     /// Property Get.
     pub const PROPERTY_GET: u8 = 0x04;
+    /// Authentication Send (DH-HMAC-CHAP messages to the controller).
+    pub const AUTH_SEND: u8 = 0x05;
+    /// Authentication Receive (DH-HMAC-CHAP messages to the host).
+    pub const AUTH_RECEIVE: u8 = 0x06;
     /// Disconnect.
     pub const DISCONNECT: u8 = 0x08;
 }
@@ -191,6 +195,16 @@ impl Command {
     /// Connect: keep alive timeout in milliseconds.
     pub fn connect_kato(&self) -> u32 {
         self.u32_at(48)
+    }
+
+    /// AUTH_Send / AUTH_Receive: SPSP0, SPSP1 and SECP (bytes 41-43).
+    pub fn auth_protocol(&self) -> (u8, u8, u8) {
+        (self.0[41], self.0[42], self.0[43])
+    }
+
+    /// AUTH_Send: transfer length; AUTH_Receive: allocation length.
+    pub fn auth_len(&self) -> u32 {
+        self.u32_at(44)
     }
 
     /// Property Get/Set: whether the property is 8 bytes.

@@ -42,6 +42,9 @@ impl Status {
     pub const CONNECT_INVALID_PARAMETERS: Status = Status(0x182);
     /// Fabrics: Connect Invalid Host.
     pub const CONNECT_INVALID_HOST: Status = Status(0x184);
+    /// Fabrics: Authentication Required (a command other than AUTH_Send
+    /// or AUTH_Receive on a queue that has not authenticated).
+    pub const AUTH_REQUIRED: Status = Status(0x191);
     /// Media error: Write Fault.
     pub const WRITE_FAULT: Status = Status(0x280);
     /// Media error: Compare Failure.

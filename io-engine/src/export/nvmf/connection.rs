@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use super::auth::{Outcome, Transaction, message as auth_msg};
 use super::command::{Command, admin, fctype, io as nvm, sgl};
 use super::completion::{Completion, Status};
 use super::controller::Controller;
@@ -76,6 +77,8 @@ const TRANSIENT_TRANSPORT_ERROR: Status = Status(0x022);
 const CATTR_SQ_FLOW_OFF: u8 = 0x04;
 /// Namespace is Write Protected.
 const WRITE_PROTECTED: Status = Status(0x020);
+/// Connect's result: authentication (DH-HMAC-CHAP) is required (ATR).
+const AUTHREQ_ATR: u32 = 1 << 17;
 
 /// CAP: MQES, CQR, TO (15 s), CSS NVM, MPSMIN 4 KiB, MPSMAX 4 KiB.
 const fn cap(queue_entries: u16) -> u64 {
@@ -92,6 +95,32 @@ enum Phase {
     Admin(Box<Admin>),
     /// An I/O queue.
     Io(Box<IoQueue>),
+}
+
+/// The queue's in-band authentication (DH-HMAC-CHAP).
+enum Auth {
+    /// Not required (or not yet: before the Connect).
+    Open,
+    /// Required and not done: only AUTH_Send and AUTH_Receive are
+    /// executed; a failed transaction stays here until the queue closes.
+    Pending(Box<Transaction>),
+    /// Done: the host authenticated.
+    Done,
+}
+
+impl Auth {
+    /// Whether commands other than AUTH_Send / AUTH_Receive may run.
+    fn is_open(&self) -> bool {
+        !matches!(self, Auth::Pending(_))
+    }
+
+    /// Whether `cmd` may run: any command once open, else only AUTH_Send
+    /// and AUTH_Receive.
+    fn admits(&self, cmd: &Command) -> bool {
+        self.is_open()
+            || (cmd.opcode() == admin::FABRICS
+                && matches!(cmd.fctype(), fctype::AUTH_SEND | fctype::AUTH_RECEIVE))
+    }
 }
 
 struct Admin {
@@ -170,8 +199,10 @@ struct State {
     sqhd_off: bool,
     /// A C2HTermReq went out: read nothing more, close once it is sent.
     terminated: bool,
-    /// When the connection must have connected (TSC).
+    /// When the connection must have connected, and authenticated if it
+    /// must (TSC).
     connect_by: u64,
+    auth: Auth,
 }
 
 /// Data of a Write or Compare arriving straight into the IO buffer of the
@@ -299,6 +330,7 @@ impl Connection {
                 awaiting: 0,
                 terminated: false,
                 connect_by: tsc::now() + tsc::ns_to_ticks(CONNECT_DEADLINE.as_nanos() as u64),
+                auth: Auth::Open,
             }),
             in_flight: Cell::new(0),
             starved: Cell::new(false),
@@ -333,7 +365,25 @@ impl Connection {
             let now = tsc::now();
             let terminated = st.terminated;
             let mut announce = None;
+            let unauthenticated = !st.auth.is_open();
+            if unauthenticated && now < st.connect_by {
+                reactor::wake_by(st.connect_by);
+            }
+            // Evicted for a newcomer while still connecting (the accept
+            // loop counted and logged it).
+            let evicted = self
+                .connecting
+                .borrow()
+                .as_ref()
+                .is_some_and(HandshakeSlot::evicted);
             let gone = match &mut st.phase {
+                Phase::Admin(_) | Phase::Io(_) if unauthenticated && evicted => true,
+                Phase::Admin(_) | Phase::Io(_) if unauthenticated && now >= st.connect_by => {
+                    if let Some(n) = self.listener.deadline_log.note(Instant::now()) {
+                        tracing::info!(peer = %self.peer, unlogged = n, "NVMe/TCP connection closed: not authenticated within {CONNECT_DEADLINE:?}");
+                    }
+                    true
+                }
                 Phase::Admin(a) => {
                     if a.kato != 0 && now.saturating_sub(a.last) > a.kato {
                         tracing::info!(peer = %self.peer, cntlid = a.ctrl.cntlid, "NVMe/TCP keep-alive timeout: controller torn down");
@@ -359,9 +409,7 @@ impl Connection {
                 }
                 Phase::Io(q) => q.ctrl.is_dead() || q.attachment.closing(),
                 Phase::Init | Phase::Connecting => {
-                    let connecting = self.connecting.borrow();
-                    if connecting.as_ref().is_some_and(HandshakeSlot::evicted) {
-                        // The accept loop counted and logged it.
+                    if evicted {
                         true
                     } else if now >= st.connect_by {
                         let log = &self.listener.deadline_log;
@@ -736,14 +784,22 @@ impl Connection {
                     );
                     return Ok(true);
                 }
+                if !st.auth.admits(&cmd) {
+                    // Not executed, not counted as a command: the host has
+                    // not authenticated.
+                    self.advance_sqhd(st);
+                    self.respond(st, Completion::new(cmd.cid(), Status::AUTH_REQUIRED), None);
+                    return Ok(true);
+                }
                 let handled = self.capsule(st, cmd, data);
                 if let Ok(true) = handled {
                     // Counted once taken (not each time it waits for a
                     // buffer).
                     self.server.counters.command(admin_queue, opcode);
                 }
-                if matches!(st.phase, Phase::Admin(_) | Phase::Io(_)) {
-                    // Connected: it leaves the connecting ones.
+                if matches!(st.phase, Phase::Admin(_) | Phase::Io(_)) && st.auth.is_open() {
+                    // Connected, and authenticated if its host has a
+                    // secret: it leaves the connecting ones.
                     drop(self.connecting.take());
                 }
                 handled
@@ -859,6 +915,8 @@ impl Connection {
                 tracing::debug!(peer = %self.peer, cntlid = ctrl.cntlid, cc = format_args!("{cc:#x}"), "NVMe/TCP CC set");
                 Answer::Now(Completion::new(cid, Status::SUCCESS), None)
             }
+            (fctype::AUTH_SEND, Some(ctrl)) => self.auth_send(st, &ctrl, cmd, data),
+            (fctype::AUTH_RECEIVE, Some(ctrl)) => self.auth_receive(st, &ctrl, cmd),
             (fctype::DISCONNECT, Some(_)) => {
                 st.eof = true;
                 Answer::Now(Completion::new(cid, Status::SUCCESS), None)
@@ -902,8 +960,8 @@ impl Connection {
             if cntlid != 0xFFFF {
                 return invalid(true, 16);
             }
-            let (export, ns, serial, watch) = if subnqn == nqn::DISCOVERY_NQN {
-                (None, None, String::from("discovery"), None)
+            let (export, ns, serial, watch, dhchap) = if subnqn == nqn::DISCOVERY_NQN {
+                (None, None, String::from("discovery"), None, None)
             } else {
                 let Some(share) = self.server.exports.find_nqn(&subnqn) else {
                     return invalid(true, 256);
@@ -925,13 +983,17 @@ impl Connection {
                     copy: COPY_LIMITS,
                 };
                 let serial = bdev.uuid().simple().to_string()[..20].to_string();
-                (Some(share.name), Some(ns), serial, Some(watch))
+                let dhchap = share.dhchap.get(&hostnqn);
+                (Some(share.name), Some(ns), serial, Some(watch), dhchap)
             };
-            let ctrl = self.server.controllers.create(subnqn, hostnqn, export);
+            let ctrl = self
+                .server
+                .controllers
+                .create(subnqn, hostnqn, export, dhchap);
             let kato = cmd.connect_kato() as u64;
-            tracing::info!(peer = %self.peer, cntlid = ctrl.cntlid, subnqn = ctrl.subnqn, hostnqn = ctrl.hostnqn, "NVMe/TCP controller connected");
+            tracing::info!(peer = %self.peer, cntlid = ctrl.cntlid, subnqn = ctrl.subnqn, hostnqn = ctrl.hostnqn, authentication = ctrl.dhchap.is_some(), "NVMe/TCP controller connected");
             let mut c = Completion::new(cid, Status::SUCCESS);
-            c.dw0 = ctrl.cntlid as u32;
+            c.dw0 = ctrl.cntlid as u32 | self.require_auth(st, &ctrl);
             st.phase = Phase::Admin(Box::new(Admin {
                 ctrl,
                 kato: tsc::ns_to_ticks(kato * 1_000_000),
@@ -985,6 +1047,7 @@ impl Connection {
             .is_some_and(|s| s.read_only);
         ctrl.connected_io_queues.fetch_add(1, Ordering::AcqRel);
         tracing::debug!(peer = %self.peer, cntlid, qid, "NVMe/TCP I/O queue connected");
+        let atr = self.require_auth(st, &ctrl);
         st.slots = (0..st.qsize).map(|_| None).collect();
         st.free = (0..st.qsize).rev().collect();
         st.phase = Phase::Io(Box::new(IoQueue {
@@ -996,7 +1059,89 @@ impl Connection {
             blocks: bdev.num_blocks(),
             read_only,
         }));
+        let mut c = Completion::new(cid, Status::SUCCESS);
+        c.dw0 = atr;
+        Answer::Now(c, None)
+    }
+
+    /// After a successful Connect to `ctrl`: when its host has secrets,
+    /// the queue must authenticate before anything else runs. Returns the
+    /// Connect result's AUTHREQ bits.
+    fn require_auth(&self, st: &mut State, ctrl: &Controller) -> u32 {
+        match &ctrl.dhchap {
+            Some(keys) => {
+                let t = Transaction::new(keys.clone(), &ctrl.hostnqn, &ctrl.subnqn);
+                st.auth = Auth::Pending(Box::new(t));
+                AUTHREQ_ATR
+            }
+            None => 0,
+        }
+    }
+
+    /// Checks an AUTH_Send's or AUTH_Receive's protocol fields and length;
+    /// the status to refuse it with, if any.
+    fn auth_refusal(cmd: &Command) -> Option<Status> {
+        let (spsp0, spsp1, secp) = cmd.auth_protocol();
+        if secp != auth_msg::SECP_DHCHAP
+            || spsp0 != auth_msg::SPSP
+            || spsp1 != auth_msg::SPSP
+            || cmd.auth_len() == 0
+        {
+            return Some(Status::INVALID_FIELD);
+        }
+        None
+    }
+
+    /// AUTH_Send: a DH-HMAC-CHAP message for the queue's transaction.
+    fn auth_send(&self, st: &mut State, ctrl: &Controller, cmd: &Command, data: &[u8]) -> Answer {
+        let cid = cmd.cid();
+        if let Some(s) = Self::auth_refusal(cmd) {
+            return Answer::Now(Completion::new(cid, s), None);
+        }
+        if data.len() != cmd.auth_len() as usize {
+            return Answer::Now(Completion::new(cid, Status::SGL_LENGTH_INVALID), None);
+        }
+        let Auth::Pending(t) = &mut st.auth else {
+            // Nothing to authenticate, or done (no re-authentication).
+            return Answer::Now(Completion::new(cid, Status::COMMAND_SEQUENCE_ERROR), None);
+        };
+        t.send(data);
+        self.auth_settled(st, ctrl);
         Answer::Now(Completion::new(cid, Status::SUCCESS), None)
+    }
+
+    /// AUTH_Receive: the DH-HMAC-CHAP message the host is due.
+    fn auth_receive(&self, st: &mut State, ctrl: &Controller, cmd: &Command) -> Answer {
+        let cid = cmd.cid();
+        if let Some(s) = Self::auth_refusal(cmd) {
+            return Answer::Now(Completion::new(cid, s), None);
+        }
+        let Auth::Pending(t) = &mut st.auth else {
+            return Answer::Now(Completion::new(cid, Status::COMMAND_SEQUENCE_ERROR), None);
+        };
+        let msg = t.receive(cmd.auth_len() as usize);
+        self.auth_settled(st, ctrl);
+        Answer::Now(Completion::new(cid, Status::SUCCESS), Some(msg))
+    }
+
+    /// Once the queue's transaction is over: authenticated, the queue runs
+    /// commands; failed, the controller is torn down and the queue closes
+    /// once its answer (the Failure1) is sent, executing nothing more.
+    fn auth_settled(&self, st: &mut State, ctrl: &Controller) {
+        let Auth::Pending(t) = &st.auth else { return };
+        let (hash, group) = t.negotiated();
+        match t.outcome() {
+            Outcome::Pending => {}
+            Outcome::Authenticated => {
+                tracing::info!(peer = %self.peer, cntlid = ctrl.cntlid, qid = st.qid, hostnqn = ctrl.hostnqn, hash, dhgroup = group, "NVMe/TCP host authenticated (DH-HMAC-CHAP)");
+                st.auth = Auth::Done;
+            }
+            Outcome::Failed(why) => {
+                tracing::warn!(peer = %self.peer, cntlid = ctrl.cntlid, qid = st.qid, hostnqn = ctrl.hostnqn, subnqn = ctrl.subnqn, reason = why, "NVMe/TCP authentication failed (DH-HMAC-CHAP): controller torn down");
+                st.terminated = true;
+                self.server.controllers.remove(ctrl);
+            }
+        }
     }
 
     fn admin_command(&self, a: &mut Admin, cmd: &Command) -> Answer {

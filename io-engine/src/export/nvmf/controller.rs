@@ -12,6 +12,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::auth::DhchapKeys;
+
 /// One controller.
 pub struct Controller {
     /// Its ID.
@@ -22,6 +24,9 @@ pub struct Controller {
     pub hostnqn: String,
     /// The device it exports (`None`: the discovery controller).
     pub export: Option<String>,
+    /// The host's DH-HMAC-CHAP secrets: each of its queues authenticates
+    /// after its Connect (`None`: no authentication).
+    pub dhchap: Option<Arc<DhchapKeys>>,
     /// Controller Configuration (CC), as the host last set it.
     cc: AtomicU32,
     /// I/O queues the host may create (Number of Queues), 1-based.
@@ -87,6 +92,7 @@ impl Controllers {
         subnqn: String,
         hostnqn: String,
         export: Option<String>,
+        dhchap: Option<Arc<DhchapKeys>>,
     ) -> Arc<Controller> {
         let mut map = self.map();
         let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
@@ -101,6 +107,7 @@ impl Controllers {
             subnqn,
             hostnqn,
             export,
+            dhchap,
             cc: AtomicU32::new(0),
             io_queues: AtomicU32::new(1),
             connected_io_queues: AtomicU32::new(0),

@@ -2,12 +2,14 @@
 //! NVMe/TCP transport 1.0, as the Linux host and SPDK's target implement
 //! them): devices shared over NVMe-oF become subsystems with the device as
 //! namespace 1, reached by hosts through the discovery subsystem and the
-//! dynamic controller model.
+//! dynamic controller model; an allowed host given DH-HMAC-CHAP secrets
+//! authenticates each queue after its Connect ([`auth`]).
 //!
 //! Thread: listeners on the control-plane runtime; every queue pair (one
 //! TCP connection) on one reactor from accept to close (see
 //! [`connection`]); a controller's state on its admin queue's reactor.
 
+pub mod auth;
 pub mod command;
 mod completion;
 mod connection;

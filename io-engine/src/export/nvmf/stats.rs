@@ -36,7 +36,7 @@ const IO_OPS: [(u8, &str); 8] = [
 const OPS: usize = 9;
 
 /// The statuses counted by name; others count as "other".
-const STATUSES: [(Status, &str); 17] = [
+const STATUSES: [(Status, &str); 18] = [
     (Status::COMPARE_FAILURE, "compare_failure"),
     (Status::INVALID_OPCODE, "invalid_opcode"),
     (Status::INVALID_FIELD, "invalid_field"),
@@ -57,6 +57,8 @@ const STATUSES: [(Status, &str); 17] = [
     ),
     (Status::CONNECT_INVALID_HOST, "connect_invalid_host"),
     (Status::CONNECT_CONTROLLER_BUSY, "connect_controller_busy"),
+    // A command before the queue authenticated (DH-HMAC-CHAP), refused.
+    (Status::AUTH_REQUIRED, "auth_required"),
 ];
 
 /// Shards: one per reactor core (cores beyond wrap around), and one more
