@@ -24,6 +24,7 @@ mod share;
 mod share_info;
 mod share_state;
 mod share_watch;
+mod sink;
 mod stream;
 
 pub use attachment::Attachment;
@@ -38,4 +39,5 @@ pub use release::Release;
 pub use share::Share;
 pub use share_info::ShareInfo;
 pub use share_watch::ShareWatch;
+use sink::Sink;
 pub use stream::Stream;
