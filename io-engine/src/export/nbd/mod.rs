@@ -3,7 +3,8 @@
 //! parsing and validation ([`transmission`]) as sans-IO code; the view of
 //! the export registry the option phase sees ([`ExportLookup`]);
 //! connections on reactors ([`Connection`], in explicit phases);
-//! listeners ([`NbdServer`]); counters ([`stats`]) and client-visible
+//! listeners ([`NbdServer`]); TLS after `STARTTLS` ([`TlsConfig`], a
+//! per-connection session driven on the reactor); counters ([`stats`]) and client-visible
 //! request durations ([`request_durations`]).
 //!
 //! Thread: listeners run on the control-plane runtime; each connection runs
@@ -24,6 +25,9 @@ mod server;
 pub mod stats;
 #[cfg(any(test, fuzzing))]
 pub mod testing;
+mod tls_config;
+mod tls_mode;
+mod tls_session;
 pub mod transmission;
 
 pub use allocation::Allocation;
@@ -35,3 +39,5 @@ pub use export_lookup::ExportLookup;
 pub use phase::LINGER;
 pub use server::{Listener, NbdServer};
 pub use stats::NbdCounters;
+pub use tls_config::TlsConfig;
+pub use tls_mode::TlsMode;

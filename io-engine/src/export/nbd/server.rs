@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::Connection;
 use super::stats::NbdCounters;
+use super::{Connection, TlsConfig};
 use crate::export::{Dispatch, Exports, Stream};
 
 /// What the accept loops share.
@@ -24,6 +24,8 @@ pub struct NbdServer {
     /// Longest a connection holds a ready reply back to send it with the
     /// others its client is waiting for (zero: never holds; see `conn`).
     pub reply_hold: Duration,
+    /// TLS: whether `STARTTLS` is offered or required, and its setup.
+    pub tls: TlsConfig,
     next: AtomicUsize,
 }
 
@@ -42,12 +44,14 @@ impl NbdServer {
         counters: Arc<NbdCounters>,
         max_connections: usize,
         reply_hold: Duration,
+        tls: TlsConfig,
     ) -> Arc<Self> {
         Arc::new(NbdServer {
             exports,
             counters,
             max_connections,
             reply_hold,
+            tls,
             next: AtomicUsize::new(0),
         })
     }
@@ -98,10 +102,12 @@ impl NbdServer {
             };
             let core = self.next.fetch_add(1, Ordering::Relaxed) % dispatch.cores().max(1);
             let (exports, counters) = (self.exports.clone(), self.counters.clone());
-            let hold = self.reply_hold;
+            let (hold, tls) = (self.reply_hold, self.tls.clone());
             dispatch.run_on(
                 core,
-                Box::new(move || Connection::start(stream, peer, exports, counters, refuse, hold)),
+                Box::new(move || {
+                    Connection::start(stream, peer, exports, counters, refuse, hold, tls)
+                }),
             );
         }
     }
