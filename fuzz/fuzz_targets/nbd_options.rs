@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use io_engine::export::nbd::handshake::{Handshake, HandshakeConfig, HandshakeError, Outcome};
 use io_engine::export::nbd::proto::{OPTION_REPLY_HEADER_LEN, OPTION_REPLY_MAGIC};
+use io_engine::export::nbd::TlsMode;
 use io_engine::export::nbd::testing::StaticExports;
 use libfuzzer_sys::fuzz_target;
 
@@ -29,6 +30,7 @@ fn drive(input: &[u8], chunk: usize) -> Run {
     let mut h = Handshake::new(HandshakeConfig {
         exports: Arc::new(StaticExports::two()),
         refuse: None,
+        tls: TlsMode::Off,
     });
     let mut greeting = Vec::new();
     h.greeting(&mut greeting);

@@ -28,6 +28,8 @@ pub struct Engine {
     nvmf: Arc<nvmf::Target>,
     nbd_addr: std::sync::OnceLock<String>,
     nvmf_addr: std::sync::OnceLock<String>,
+    /// NBD clients must use TLS: share URIs are `nbds://`.
+    nbd_tls_required: std::sync::atomic::AtomicBool,
     started: Instant,
 }
 
@@ -56,6 +58,7 @@ impl Engine {
             nbd: Arc::new(NbdCounters::default()),
             nbd_addr: std::sync::OnceLock::new(),
             nvmf_addr: std::sync::OnceLock::new(),
+            nbd_tls_required: Default::default(),
             config,
             reactors,
             registry,
@@ -151,6 +154,13 @@ impl Engine {
         };
     }
 
+    /// Records whether the NBD server requires TLS (share URIs are then
+    /// `nbds://`).
+    pub fn set_nbd_tls_required(&self, required: bool) {
+        self.nbd_tls_required
+            .store(required, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// The URI clients use for `share`, once its protocol's server
     /// listens.
     pub fn uri(&self, share: &ShareInfo) -> String {
@@ -158,8 +168,16 @@ impl Engine {
             Protocol::Nbd => self.nbd_addr.get(),
             Protocol::Nvmf => self.nvmf_addr.get(),
         };
-        addr.map(|a| share.protocol.uri(a, &share.name, share.nqn.as_deref()))
-            .unwrap_or_default()
+        let tls = share.protocol == Protocol::Nbd
+            && self
+                .nbd_tls_required
+                .load(std::sync::atomic::Ordering::Relaxed);
+        addr.map(|a| {
+            share
+                .protocol
+                .uri(a, &share.name, share.nqn.as_deref(), tls)
+        })
+        .unwrap_or_default()
     }
 
     /// The NVMe/TCP target's shared state (controllers, counters).

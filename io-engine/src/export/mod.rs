@@ -29,6 +29,7 @@ mod share;
 mod share_info;
 mod share_state;
 mod share_watch;
+mod sink;
 mod stream;
 
 pub use attachment::Attachment;
@@ -46,4 +47,5 @@ pub use release::Release;
 pub use share::Share;
 pub use share_info::ShareInfo;
 pub use share_watch::ShareWatch;
+use sink::Sink;
 pub use stream::Stream;

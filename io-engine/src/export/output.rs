@@ -2,7 +2,10 @@
 //! bytes, READ data as the IO buffers themselves, all in reply order, sent
 //! with vectored writes, so READ data is never copied; and its flushing
 //! (writes until the socket is full, the socket's write interest on while
-//! output waits), the same for every protocol.
+//! output waits), the same for every protocol. It writes to a [`Sink`]:
+//! the socket, or an NBD connection's TLS session, which encrypts the
+//! pieces into records (READ data read once, from the IO buffer, by the
+//! cipher) and may hold records the socket did not take.
 //!
 //! Thread: the connection's reactor (`!Send`: it holds IO buffers of the
 //! connection's pools).
@@ -10,7 +13,7 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 
-use super::{Flushed, Stream};
+use super::{Flushed, Sink, Stream};
 use crate::pool::IoBuf;
 use crate::reactor::{FdRegistration, Interest};
 
@@ -114,11 +117,21 @@ impl Output {
         sock: &Stream,
         reg: Option<&FdRegistration>,
     ) -> Flushed {
+        self.flush_to(&mut &*sock, reg)
+    }
+
+    /// [`flush`](Self::flush) through `sink`, which may hold bytes it
+    /// took (TLS records): the write interest stays on while it does.
+    pub(in crate::export) fn flush_to<S: Sink>(
+        &mut self,
+        sink: &mut S,
+        reg: Option<&FdRegistration>,
+    ) -> Flushed {
         let held = self.holds_buffers();
         let mut wrote = false;
         let mut gone = false;
-        while !self.is_empty() {
-            match self.write_to(sock) {
+        while !self.is_empty() || sink.holds() {
+            match self.write_to(sink) {
                 Ok(0) => break,
                 Ok(_) => wrote = true,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -130,7 +143,7 @@ impl Output {
                 }
             }
         }
-        let want_write = !self.is_empty();
+        let want_write = !self.is_empty() || sink.holds();
         if want_write != self.want_write {
             self.want_write = want_write;
             let interest = if want_write {
@@ -151,7 +164,7 @@ impl Output {
 
     /// One vectored write of as much as the socket takes; returns the
     /// bytes written.
-    pub(in crate::export) fn write_to(&mut self, sock: &Stream) -> io::Result<usize> {
+    pub(in crate::export) fn write_to<S: Sink>(&mut self, sock: &mut S) -> io::Result<usize> {
         let mut iov: [IoSlice<'_>; MAX_IOVECS] = [IoSlice::new(&[]); MAX_IOVECS];
         let mut n = 0;
         let mut pos = self.sent;
@@ -251,7 +264,7 @@ mod tests {
         });
         let mut partial = 0;
         while !out.is_empty() {
-            match out.write_to(&sock) {
+            match out.write_to(&mut &sock) {
                 Ok(_) => partial += usize::from(out.started()),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     std::thread::sleep(std::time::Duration::from_millis(1))
@@ -319,7 +332,7 @@ mod tests {
         }
         let mut writes = 0;
         while !out.is_empty() {
-            out.write_to(&sock).unwrap();
+            out.write_to(&mut &sock).unwrap();
             writes += 1;
         }
         assert!(writes > 1, "64 pieces at most per write");

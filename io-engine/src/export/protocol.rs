@@ -47,9 +47,11 @@ impl Protocol {
     /// The URI a client opens export `name` with, the server listening at
     /// `addr` (`host:port`): NBD names the export, NVMe-oF its subsystem's
     /// NQN (as Mayastor's URIs do): `nqn`, or by default the project's NQN
-    /// of the name.
-    pub fn uri(self, addr: &str, name: &str, nqn: Option<&str>) -> String {
+    /// of the name. With `tls` (the server requires it) an NBD URI is
+    /// `nbds://`, the scheme of the NBD URI specification (libnbd, qemu).
+    pub fn uri(self, addr: &str, name: &str, nqn: Option<&str>, tls: bool) -> String {
         match (self, nqn) {
+            (Protocol::Nbd, _) if tls => format!("nbds://{addr}/{name}"),
             (Protocol::Nbd, _) => format!("nbd://{addr}/{name}"),
             (Protocol::Nvmf, Some(nqn)) => format!("nvmf://{addr}/{nqn}"),
             (Protocol::Nvmf, None) => {
@@ -76,16 +78,25 @@ mod tests {
         assert_eq!(Protocol::from_name("iscsi"), None);
         assert_eq!(Protocol::from_name("NVMF"), Some(Protocol::Nvmf));
         assert_eq!(
-            Protocol::Nvmf.uri("127.0.0.1:4420", "m0", None),
+            Protocol::Nvmf.uri("127.0.0.1:4420", "m0", None, false),
             "nvmf://127.0.0.1:4420/nqn.2024-12.io.io-engine:m0"
         );
         assert_eq!(
-            Protocol::Nvmf.uri("127.0.0.1:4420", "m0", Some("nqn.2019-05.io.example:v")),
+            Protocol::Nvmf.uri(
+                "127.0.0.1:4420",
+                "m0",
+                Some("nqn.2019-05.io.example:v"),
+                false
+            ),
             "nvmf://127.0.0.1:4420/nqn.2019-05.io.example:v"
         );
         assert_eq!(
-            Protocol::Nbd.uri("127.0.0.1:10809", "m0", None),
+            Protocol::Nbd.uri("127.0.0.1:10809", "m0", None, false),
             "nbd://127.0.0.1:10809/m0"
+        );
+        assert_eq!(
+            Protocol::Nbd.uri("127.0.0.1:10809", "m0", None, true),
+            "nbds://127.0.0.1:10809/m0"
         );
     }
 }

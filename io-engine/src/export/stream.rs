@@ -8,6 +8,8 @@ use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 
+use super::Sink;
+
 /// A client socket.
 pub enum Stream {
     /// TCP.
@@ -47,5 +49,13 @@ impl Stream {
             Stream::Tcp(s) => s.shutdown(Shutdown::Write),
             Stream::Unix(s) => s.shutdown(Shutdown::Write),
         }
+    }
+}
+
+/// The plain socket: every byte it takes is written.
+impl Sink for &Stream {
+    #[inline]
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        Stream::write_vectored(self, bufs)
     }
 }

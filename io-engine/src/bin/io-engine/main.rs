@@ -29,7 +29,7 @@ use io_engine::env::dma::register_mapper;
 use io_engine::env::socket_path::SocketPath;
 use io_engine::export::Dispatch;
 use io_engine::export::Protocol;
-use io_engine::export::nbd::{Listener, NbdServer};
+use io_engine::export::nbd::{Listener, NbdServer, TlsConfig, TlsMode};
 use io_engine::export::nvmf;
 use io_engine::pool::DEFAULT_CACHE_SIZE;
 use io_engine::reactor::PollMode;
@@ -235,6 +235,31 @@ struct Args {
     /// (0: no limit).
     #[arg(long, env = "IO_ENGINE_NBD_MAX_HANDSHAKES", default_value_t = 128)]
     nbd_max_handshakes: usize,
+    /// NBD over TLS (STARTTLS): off, allow (offered, plaintext accepted
+    /// too) or require (every option before STARTTLS but ABORT refused
+    /// with TLS_REQD; export URIs become nbds://). allow and require need
+    /// --nbd-tls-cert and --nbd-tls-key.
+    #[arg(
+        long,
+        env = "IO_ENGINE_NBD_TLS",
+        default_value = "off",
+        value_name = "off|allow|require"
+    )]
+    nbd_tls: TlsMode,
+
+    /// NBD TLS: the server's certificate chain (PEM).
+    #[arg(long, env = "IO_ENGINE_NBD_TLS_CERT", value_name = "FILE")]
+    nbd_tls_cert: Option<std::path::PathBuf>,
+
+    /// NBD TLS: the server's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "IO_ENGINE_NBD_TLS_KEY", value_name = "FILE")]
+    nbd_tls_key: Option<std::path::PathBuf>,
+
+    /// NBD TLS: CA certificates (PEM) client certificates must chain to; a
+    /// client without one fails the TLS handshake. Default: no client
+    /// certificates asked for.
+    #[arg(long, env = "IO_ENGINE_NBD_TLS_CLIENT_CA", value_name = "FILE")]
+    nbd_tls_client_ca: Option<std::path::PathBuf>,
 
     /// Log format; RUST_LOG filters what is logged (default: info).
     #[arg(long, env = "IO_ENGINE_LOG_FORMAT", value_enum, default_value = "text")]
@@ -319,6 +344,12 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> Result<ExitCode, Fatal> {
     raise_fd_limit();
+    let nbd_tls = TlsConfig::load(
+        args.nbd_tls,
+        args.nbd_tls_cert.as_deref(),
+        args.nbd_tls_key.as_deref(),
+        args.nbd_tls_client_ca.as_deref(),
+    )?;
     let (cores, core_sizing) = CoreSizing::choose(
         args.reactor_mask.as_deref(),
         args.core_list.as_deref(),
@@ -433,6 +464,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
     // The bound addresses (a port of 0 gets one from the kernel).
     let bound = |l: &TcpListener, asked: SocketAddr| l.local_addr().unwrap_or(asked);
     engine.set_address(Protocol::Nbd, bound(&nbd, args.nbd_addr).to_string());
+    engine.set_nbd_tls_required(nbd_tls.required());
     if let (Some(l), Some(a)) = (nvmf.first(), args.nvmf_addr.first()) {
         engine.set_address(Protocol::Nvmf, bound(l, *a).to_string());
     }
@@ -449,6 +481,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         },
         metrics = %bound(&metrics, args.metrics_addr),
         nbd = %bound(&nbd, args.nbd_addr),
+        nbd_tls = %args.nbd_tls,
         nvmf = nvmf
             .iter()
             .filter_map(|l| l.local_addr().ok())
@@ -466,6 +499,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         std::time::Duration::from_micros(args.nbd_reply_hold),
         Duration::from_secs(args.nbd_handshake_timeout),
         args.nbd_max_handshakes,
+        nbd_tls,
     );
     let mut listeners = vec![Listener::Tcp(nbd)];
     listeners.extend(nbd_unix.map(Listener::Unix));

@@ -21,6 +21,11 @@
 //! shuts its sending side and closes, with nothing unread, so the client
 //! sees a FIN, never a reset. The phases are in [`phase`](super::phase).
 //!
+//! After `STARTTLS` (see [`TlsSession`]) input is read through the
+//! connection's TLS session, which decrypts it into the same input buffer,
+//! and output is flushed through it (READ data encrypted from the IO
+//! buffer into TLS records); everything else is the same.
+//!
 //! How long each client waited is measured from the request read (a
 //! WRITE: its header, before the payload) to the moment the output that
 //! holds its reply has all been written to the socket, held time included,
@@ -42,10 +47,11 @@ use super::phase::{Phase, Tx};
 use super::proto::*;
 use super::request_durations::CoreDurations;
 use super::stats::{ExportCounters, NbdCounters};
+use super::tls_session::{TlsRead, TlsSession};
 use super::transmission::{
     Command, Request, RequestParser, command_index, error_message, validate,
 };
-use super::{Refusal, SessionLimit};
+use super::{Refusal, SessionLimit, TlsConfig, TlsMode};
 use crate::bdev::{IoCompletion, IoDone, IoError, IoRequest, IoType};
 use crate::env::{core_slot, tsc};
 use crate::export::{Buffers, Exports, HandshakeSlot, Output, Protocol, Stream};
@@ -63,6 +69,8 @@ struct State {
     start: usize,
     output: Output,
     eof: bool,
+    /// The TLS session, once the client sent `STARTTLS`.
+    tls: Option<Box<TlsSession>>,
 }
 
 /// What the connection made of the next bytes of its input.
@@ -101,6 +109,7 @@ pub struct Connection {
     admission: RefCell<Admission>,
     exports: Arc<Exports>,
     counters: Arc<NbdCounters>,
+    tls_config: TlsConfig,
     peer: String,
     me: Weak<Connection>,
 }
@@ -116,6 +125,7 @@ impl Connection {
         slot: HandshakeSlot,
         handshake_timeout: Duration,
         reply_hold: Duration,
+        tls_config: TlsConfig,
     ) {
         if let Err(e) = sock.set_nonblocking() {
             tracing::warn!(%peer, "NBD connection dropped: {e}");
@@ -126,6 +136,7 @@ impl Connection {
         let mut hs = Handshake::new(HandshakeConfig {
             exports: sessions,
             refuse: None,
+            tls: tls_config.mode(),
         });
         let mut output = Output::with_capacity(4096);
         hs.greeting(output.bytes());
@@ -138,6 +149,7 @@ impl Connection {
                 start: 0,
                 output,
                 eof: false,
+                tls: None,
             }),
             in_flight: Cell::new(0),
             hold: Hold::new(reply_hold),
@@ -152,6 +164,7 @@ impl Connection {
             admission: RefCell::new(admission),
             exports,
             counters,
+            tls_config,
             peer,
         });
         let weak: Weak<dyn FdHandler> = Rc::downgrade(&conn) as Weak<dyn FdHandler>;
@@ -213,7 +226,9 @@ impl Connection {
         let Phase::Transmission(tx) = &st.phase else {
             return true;
         };
-        tx.disc
+        // Only TLS records wait.
+        st.output.is_empty()
+            || tx.disc
             || st.eof
             || st.output.started()
             || st.output.len() >= HOLD_BYTES
@@ -222,14 +237,21 @@ impl Connection {
     }
 
     fn has_output(&self) -> bool {
-        !self.state.borrow().output.is_empty()
+        let st = self.state.borrow();
+        !st.output.is_empty() || st.tls.as_ref().is_some_and(|t| t.holds())
     }
 
     /// Writes what it can; returns whether anything was written. Buffers
     /// that went out may let a request waiting for one go on.
     fn flush(self: &Rc<Self>) -> bool {
-        let mut st = self.state.borrow_mut();
-        let flushed = st.output.flush(&self.sock, self.reg.borrow().as_ref());
+        let mut guard = self.state.borrow_mut();
+        let st = &mut *guard;
+        let reg = self.reg.borrow();
+        let flushed = match &mut st.tls {
+            None => st.output.flush(&self.sock, reg.as_ref()),
+            Some(tls) => st.output.flush_to(&mut tls.sink(&self.sock), reg.as_ref()),
+        };
+        drop(reg);
         if flushed.gone {
             st.eof = true;
         }
@@ -237,7 +259,7 @@ impl Connection {
             self.hold.written_all();
             self.replies_written();
         }
-        drop(st);
+        drop(guard);
         if flushed.released && self.starved.get() {
             self.process();
         }
@@ -332,7 +354,12 @@ impl Connection {
             self.counters.connection_closed(established);
             tracing::debug!(peer = %self.peer, "NBD connection closed");
         }
-        let phase = std::mem::replace(&mut self.state.borrow_mut().phase, Phase::Closed);
+        let mut st = self.state.borrow_mut();
+        if let Some(mut tls) = st.tls.take() {
+            tls.close(&self.sock);
+        }
+        let phase = std::mem::replace(&mut st.phase, Phase::Closed);
+        drop(st);
         drop(phase); // the channel and the export attachment go here
         drop(self.reg.borrow_mut().take());
         drop(poller);
@@ -347,6 +374,19 @@ impl Connection {
         let start = std::mem::take(&mut st.start);
         st.input.drain(..start);
         st.input.reserve(READ_CHUNK);
+        let st = &mut *st;
+        if let Some(tls) = &mut st.tls {
+            match tls.read(&self.sock, &mut st.input, &self.peer) {
+                TlsRead::Open => {}
+                TlsRead::Closed => st.eof = true,
+                TlsRead::Failed(e) => {
+                    // The alert rustls queued goes out before the close.
+                    tracing::info!(peer = %self.peer, "NBD TLS failed: {e}");
+                    st.eof = true;
+                }
+            }
+            return;
+        }
         let fd = self.sock.clone();
         match rustix::io::read(&*fd, rustix::buffer::spare_capacity(&mut st.input)) {
             // EOF without DISC is a normal close (fio never sends DISC).
@@ -375,6 +415,29 @@ impl Connection {
                             self.admission.borrow().progressed();
                         }
                         Ok(Step::Used(used))
+                    }
+                    Ok((used, Some(Outcome::StartTls))) => {
+                        self.admission.borrow().progressed();
+                        st.start += used;
+                        if st.start < st.input.len() {
+                            // Sent before the ACK it had to wait for: it
+                            // would be read as TLS. Refused, not guessed at.
+                            tracing::info!(
+                                peer = %self.peer,
+                                "NBD connection closed: the client sent data after STARTTLS before its reply"
+                            );
+                            st.start = st.input.len();
+                            st.eof = true;
+                            return;
+                        }
+                        match self.start_tls(output) {
+                            Ok(tls) => st.tls = Some(Box::new(tls)),
+                            Err(e) => {
+                                tracing::warn!(peer = %self.peer, "NBD TLS: {e}");
+                                st.eof = true;
+                            }
+                        }
+                        return;
                     }
                     Ok((used, Some(outcome))) => {
                         st.start += used;
@@ -442,6 +505,21 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// The session `STARTTLS` starts, which first sends what `output` holds
+    /// (the `ACK`) in the clear.
+    fn start_tls(&self, output: &mut Output) -> Result<TlsSession, String> {
+        let config = self
+            .tls_config
+            .server()
+            .ok_or_else(|| format!("STARTTLS accepted with TLS {}", TlsMode::Off))?;
+        // Outside transmission the output is bytes only, the unsent last.
+        let unsent = output.len();
+        let bytes = output.bytes();
+        let clear = bytes[bytes.len() - unsent..].to_vec();
+        output.clear();
+        TlsSession::new(config.clone(), clear).map_err(|e| e.to_string())
     }
 
     /// Attaches the export the option phase chose; `None` for any other

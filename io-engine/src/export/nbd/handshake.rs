@@ -31,6 +31,14 @@
 //!   nor `SEND_FAST_ZERO` (qemu-nbd does the same); `SEND_DF` is advertised
 //!   once structured replies are negotiated, because a read up to
 //!   [`MAX_PAYLOAD`] always fits in one chunk.
+//! - TLS ([`TlsMode`]): with `off`, `STARTTLS` gets `ERR_POLICY`. With
+//!   `allow` and `require` it gets `ACK` and the outcome
+//!   [`Outcome::StartTls`]; the phase goes on inside TLS, with structured
+//!   replies and meta contexts negotiated in the clear forgotten, as the
+//!   spec asks; a second `STARTTLS` gets `ERR_INVALID`. With `require`,
+//!   before `STARTTLS` every option but `ABORT` gets `ERR_TLS_REQD`
+//!   (`INFO` and `GO` included, whatever the export), and `EXPORT_NAME`,
+//!   which has no error reply, a disconnect.
 
 use std::fmt;
 use std::sync::Arc;
@@ -38,10 +46,13 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use super::proto::*;
-use super::{ExportInfo, ExportLookup};
+use super::{ExportInfo, ExportLookup, TlsMode};
 
 /// Longest option data handled; longer options are skipped and refused.
 pub const MAX_OPTION_LEN: u32 = 64 << 10;
+
+/// The message of `ERR_TLS_REQD`.
+const TLS_REQUIRED: &str = "TLS is required: send STARTTLS first";
 
 /// Context id that `SET_META_CONTEXT` assigns to `base:allocation`.
 pub const BASE_ALLOCATION_ID: u32 = 1;
@@ -77,12 +88,15 @@ pub struct HandshakeConfig {
     /// connection limit): `GO` gets `ERR_POLICY` with it, `EXPORT_NAME` a
     /// disconnect (it has no error reply). Listing and INFO still work.
     pub refuse: Option<String>,
+    /// Whether `STARTTLS` is offered, or required before anything else.
+    pub tls: TlsMode,
 }
 
 impl fmt::Debug for HandshakeConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HandshakeConfig")
             .field("refuse", &self.refuse)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -108,6 +122,11 @@ pub enum Outcome {
     /// Hard disconnect now, sending nothing more (e.g. `EXPORT_NAME` with an
     /// unknown name).
     Disconnect,
+    /// `STARTTLS` accepted: send the `ACK` in the output in the clear, then
+    /// run the TLS handshake; the option phase goes on inside TLS (feed it
+    /// the decrypted bytes). Nothing the client sent after `STARTTLS` may
+    /// be left in the clear: it must wait for the `ACK`.
+    StartTls,
 }
 
 /// A fatal violation: close the connection without replying.
@@ -148,6 +167,8 @@ pub struct Handshake {
     greeted: bool,
     no_zeroes: bool,
     structured: bool,
+    /// `STARTTLS` was accepted: the options come through TLS.
+    tls: bool,
     /// `base:allocation` selected by the last `SET_META_CONTEXT`, with the
     /// export name it was selected for.
     meta: Option<(String, u32)>,
@@ -159,6 +180,7 @@ impl fmt::Debug for Handshake {
             .field("state", &self.state)
             .field("no_zeroes", &self.no_zeroes)
             .field("structured", &self.structured)
+            .field("tls", &self.tls)
             .field("meta", &self.meta)
             .finish()
     }
@@ -249,6 +271,7 @@ impl Handshake {
             greeted: false,
             no_zeroes: false,
             structured: false,
+            tls: false,
             meta: None,
         }
     }
@@ -265,6 +288,20 @@ impl Handshake {
     /// Whether structured replies have been negotiated so far.
     pub fn structured_replies(&self) -> bool {
         self.structured
+    }
+
+    /// Whether `STARTTLS` was accepted.
+    pub fn tls(&self) -> bool {
+        self.tls
+    }
+
+    /// Whether `option` must wait for TLS: the server requires it and the
+    /// client has not started it; only `STARTTLS` and `ABORT` may come
+    /// first (`EXPORT_NAME`, which cannot fail, is a disconnect).
+    fn tls_required(&self, option: u32) -> bool {
+        self.config.tls == TlsMode::Require
+            && !self.tls
+            && !matches!(option, OPT_STARTTLS | OPT_ABORT)
     }
 
     /// Consumes as much of `input` as forms whole messages, appending the
@@ -341,7 +378,9 @@ impl Handshake {
                     let data = &rest[OPTION_HEADER_LEN..total];
                     pos += total;
                     if let Some(outcome) = self.handle_option(option, data, out) {
-                        self.state = State::Done;
+                        if outcome != Outcome::StartTls {
+                            self.state = State::Done;
+                        }
                         return Ok((pos, Some(outcome)));
                     }
                 }
@@ -362,10 +401,12 @@ impl Handshake {
                         return Ok((pos, None));
                     }
                     self.state = State::Options;
-                    let message = if reply == REP_ERR_UNSUP {
-                        "unsupported option"
+                    let (reply, message) = if self.tls_required(option) {
+                        (REP_ERR_TLS_REQD, TLS_REQUIRED)
+                    } else if reply == REP_ERR_UNSUP {
+                        (reply, "unsupported option")
                     } else {
-                        "option data too long"
+                        (reply, "option data too long")
                     };
                     reply_error(out, option, reply, message);
                 }
@@ -375,6 +416,14 @@ impl Handshake {
 
     /// Handles one whole option; `Some` ends (or suspends) the phase.
     fn handle_option(&mut self, option: u32, data: &[u8], out: &mut Vec<u8>) -> Option<Outcome> {
+        if self.tls_required(option) {
+            if option == OPT_EXPORT_NAME {
+                tracing::debug!("nbd: EXPORT_NAME before STARTTLS, TLS is required: disconnecting");
+                return Some(Outcome::Disconnect);
+            }
+            reply_error(out, option, REP_ERR_TLS_REQD, TLS_REQUIRED);
+            return None;
+        }
         match option {
             OPT_EXPORT_NAME => Some(self.export_name(data, out)),
             OPT_ABORT => {
@@ -397,15 +446,7 @@ impl Handshake {
                 reply_ack(out, option);
                 None
             }
-            OPT_STARTTLS => {
-                if !data.is_empty() {
-                    reply_error(out, option, REP_ERR_INVALID, "STARTTLS takes no data");
-                } else {
-                    // No TLS yet: a client that requires it goes away.
-                    reply_error(out, option, REP_ERR_POLICY, "TLS is not available");
-                }
-                None
-            }
+            OPT_STARTTLS => self.starttls(data, out),
             OPT_INFO | OPT_GO => self.info_go(option, data, out),
             OPT_STRUCTURED_REPLY => {
                 if data.is_empty() {
@@ -430,6 +471,30 @@ impl Handshake {
                 None
             }
         }
+    }
+
+    fn starttls(&mut self, data: &[u8], out: &mut Vec<u8>) -> Option<Outcome> {
+        let option = OPT_STARTTLS;
+        if !data.is_empty() {
+            reply_error(out, option, REP_ERR_INVALID, "STARTTLS takes no data");
+            return None;
+        }
+        if self.config.tls == TlsMode::Off {
+            // A client that requires TLS goes away.
+            reply_error(out, option, REP_ERR_POLICY, "TLS is not available");
+            return None;
+        }
+        if self.tls {
+            // The spec: STARTTLS once TLS is negotiated is invalid.
+            reply_error(out, option, REP_ERR_INVALID, "TLS is already negotiated");
+            return None;
+        }
+        reply_ack(out, option);
+        self.tls = true;
+        // The spec: nothing negotiated in the clear carries over into TLS.
+        self.structured = false;
+        self.meta = None;
+        Some(Outcome::StartTls)
     }
 
     /// Why attaching to `name` is refused now, if it is.

@@ -4,8 +4,9 @@
 //! the export registry the option phase sees ([`ExportLookup`]);
 //! connections on reactors ([`Connection`], in explicit phases);
 //! listeners ([`NbdServer`]) and their bounds on clients that have not
-//! reached transmission ([`Refusal`], [`SessionLimit`]); counters
-//! ([`stats`]) and client-visible request durations
+//! reached transmission ([`Refusal`], [`SessionLimit`]); TLS after
+//! `STARTTLS` ([`TlsConfig`], a per-connection session driven on the
+//! reactor); counters ([`stats`]) and client-visible request durations
 //! ([`request_durations`]).
 //!
 //! Thread: listeners run on the control-plane runtime; each connection runs
@@ -29,6 +30,9 @@ mod session_limit;
 pub mod stats;
 #[cfg(any(test, fuzzing))]
 pub mod testing;
+mod tls_config;
+mod tls_mode;
+mod tls_session;
 pub mod transmission;
 
 pub use allocation::Allocation;
@@ -42,3 +46,5 @@ pub use refusal::Refusal;
 pub use server::{Listener, NbdServer};
 pub use session_limit::SessionLimit;
 pub use stats::NbdCounters;
+pub use tls_config::TlsConfig;
+pub use tls_mode::TlsMode;

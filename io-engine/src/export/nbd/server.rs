@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::stats::NbdCounters;
-use super::{Connection, SessionLimit};
+use super::{Connection, SessionLimit, TlsConfig};
 use crate::export::{Dispatch, Exports, Handshakes, REFUSAL_LOG_INTERVAL, Stream};
 
 /// What the accept loops share.
@@ -40,6 +40,8 @@ pub struct NbdServer {
     pub handshakes: Arc<Handshakes>,
     /// What the option phase sees: the exports and the session limit.
     sessions: Arc<SessionLimit>,
+    /// TLS: whether `STARTTLS` is offered or required, and its setup.
+    pub tls: TlsConfig,
     next: AtomicUsize,
 }
 
@@ -61,6 +63,7 @@ impl NbdServer {
         reply_hold: Duration,
         handshake_timeout: Duration,
         max_handshakes: usize,
+        tls: TlsConfig,
     ) -> Arc<Self> {
         let sessions = Arc::new(SessionLimit {
             exports: exports.clone(),
@@ -75,6 +78,7 @@ impl NbdServer {
             reply_hold,
             handshake_timeout,
             handshakes: Handshakes::new(max_handshakes),
+            tls,
             next: AtomicUsize::new(0),
         })
     }
@@ -114,9 +118,12 @@ impl NbdServer {
             }
             let sessions = self.sessions.clone();
             let (timeout, hold) = (self.handshake_timeout, self.reply_hold);
+            let tls = self.tls.clone();
             dispatch.run_on(
                 core,
-                Box::new(move || Connection::start(stream, peer, sessions, slot, timeout, hold)),
+                Box::new(move || {
+                    Connection::start(stream, peer, sessions, slot, timeout, hold, tls)
+                }),
             );
         }
     }

@@ -7,6 +7,7 @@ fn config() -> HandshakeConfig {
     HandshakeConfig {
         exports: Arc::new(StaticExports::two()),
         refuse: None,
+        tls: TlsMode::Off,
     }
 }
 
@@ -665,6 +666,134 @@ fn starttls_without_tls_is_policy() {
         out,
         rep(OPT_STARTTLS, REP_ERR_INVALID, b"STARTTLS takes no data")
     );
+}
+
+/// A handshake past the greeting and the client flags, with `tls`.
+fn started_tls(tls: TlsMode) -> Handshake {
+    let mut cfg = config();
+    cfg.tls = tls;
+    let mut h = Handshake::new(cfg);
+    h.greeting(&mut Vec::new());
+    assert_eq!(
+        h.feed(&3u32.to_be_bytes(), &mut Vec::new()).unwrap(),
+        (4, None)
+    );
+    h
+}
+
+fn tls_reqd(option: u32) -> Vec<u8> {
+    rep(
+        option,
+        REP_ERR_TLS_REQD,
+        b"TLS is required: send STARTTLS first",
+    )
+}
+
+#[test]
+fn require_refuses_every_option_before_starttls_but_abort() {
+    let mut h = started_tls(TlsMode::Require);
+    for (option, data) in [
+        (OPT_LIST, vec![]),
+        (OPT_INFO, go_data("disk0", &[])),
+        (OPT_GO, go_data("disk0", &[])),
+        (OPT_GO, go_data("no-such-export", &[])),
+        (OPT_STRUCTURED_REPLY, vec![]),
+        (OPT_LIST_META_CONTEXT, meta_data("disk0", &[])),
+        (
+            OPT_SET_META_CONTEXT,
+            meta_data("disk0", &["base:allocation"]),
+        ),
+        (0x1234, b"unknown".to_vec()),
+    ] {
+        let (out, outcome) = run(&mut h, &opt(option, &data));
+        assert_eq!(out, tls_reqd(option), "option {option}");
+        assert_eq!(outcome, None, "the phase goes on");
+    }
+    assert!(!h.structured_replies(), "nothing was negotiated");
+    // An over-long option is refused the same way once skipped.
+    let mut big = IHAVEOPT.to_be_bytes().to_vec();
+    big.extend_from_slice(&OPT_INFO.to_be_bytes());
+    big.extend_from_slice(&(MAX_OPTION_LEN + 1).to_be_bytes());
+    big.extend(vec![0; MAX_OPTION_LEN as usize + 1]);
+    assert_eq!(run(&mut h, &big), (tls_reqd(OPT_INFO), None));
+    let (out, outcome) = run(&mut h, &opt(OPT_ABORT, &[]));
+    assert_eq!(out, rep(OPT_ABORT, REP_ACK, &[]));
+    assert_eq!(outcome, Some(Outcome::Abort));
+}
+
+#[test]
+fn require_disconnects_export_name_before_starttls() {
+    let mut h = started_tls(TlsMode::Require);
+    let (out, outcome) = run(&mut h, &opt(OPT_EXPORT_NAME, b"disk0"));
+    assert!(out.is_empty(), "EXPORT_NAME has no error reply");
+    assert_eq!(outcome, Some(Outcome::Disconnect));
+}
+
+#[test]
+fn starttls_acks_then_the_options_go_on_inside_tls() {
+    for mode in [TlsMode::Allow, TlsMode::Require] {
+        let mut h = started_tls(mode);
+        // Bytes after STARTTLS are left unconsumed (the connection refuses them).
+        let mut input = opt(OPT_STARTTLS, &[]);
+        input.extend_from_slice(b"\x16\x03\x01");
+        let mut out = Vec::new();
+        let (n, outcome) = h.feed(&input, &mut out).unwrap();
+        assert_eq!(n, input.len() - 3, "{mode}");
+        assert_eq!(out, rep(OPT_STARTTLS, REP_ACK, &[]));
+        assert_eq!(outcome, Some(Outcome::StartTls));
+        assert!(h.tls());
+        // Inside TLS: a second STARTTLS is invalid, the rest as usual.
+        let (out, outcome) = run(&mut h, &opt(OPT_STARTTLS, &[]));
+        assert_eq!(
+            out,
+            rep(OPT_STARTTLS, REP_ERR_INVALID, b"TLS is already negotiated")
+        );
+        assert_eq!(outcome, None);
+        let (_, outcome) = run(&mut h, &opt(OPT_GO, &go_data("disk0", &[])));
+        assert!(
+            matches!(outcome, Some(Outcome::Transmission { .. })),
+            "{mode}"
+        );
+    }
+}
+
+#[test]
+fn starttls_forgets_what_was_negotiated_in_the_clear() {
+    let mut h = started_tls(TlsMode::Allow);
+    run(&mut h, &opt(OPT_STRUCTURED_REPLY, &[]));
+    run(
+        &mut h,
+        &opt(
+            OPT_SET_META_CONTEXT,
+            &meta_data("disk0", &["base:allocation"]),
+        ),
+    );
+    assert!(h.structured_replies());
+    assert_eq!(
+        run(&mut h, &opt(OPT_STARTTLS, &[])).1,
+        Some(Outcome::StartTls)
+    );
+    assert!(!h.structured_replies());
+    let (_, outcome) = run(&mut h, &opt(OPT_GO, &go_data("disk0", &[])));
+    let Some(Outcome::Transmission {
+        structured_replies,
+        meta_context_base_allocation,
+        ..
+    }) = outcome
+    else {
+        panic!("GO enters transmission");
+    };
+    assert!(!structured_replies);
+    assert_eq!(meta_context_base_allocation, None);
+}
+
+#[test]
+fn allow_serves_plaintext_clients_too() {
+    let mut h = started_tls(TlsMode::Allow);
+    let (out, _) = run(&mut h, &opt(OPT_LIST, &[]));
+    assert!(out.ends_with(&rep(OPT_LIST, REP_ACK, &[])));
+    let (_, outcome) = run(&mut h, &opt(OPT_EXPORT_NAME, b"disk0"));
+    assert!(matches!(outcome, Some(Outcome::Transmission { .. })));
 }
 
 #[test]
