@@ -12,9 +12,9 @@
 
 use std::sync::Arc;
 
+use io_engine::export::nbd::TlsMode;
 use io_engine::export::nbd::handshake::{Handshake, HandshakeConfig, HandshakeError, Outcome};
 use io_engine::export::nbd::proto::{OPTION_REPLY_HEADER_LEN, OPTION_REPLY_MAGIC};
-use io_engine::export::nbd::TlsMode;
 use io_engine::export::nbd::testing::StaticExports;
 use libfuzzer_sys::fuzz_target;
 

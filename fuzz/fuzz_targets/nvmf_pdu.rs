@@ -41,7 +41,14 @@ fuzz_target!(|data: &[u8]| {
                         assert!(h.pdo as usize + len <= plen);
                         assert!(h.pdo >= h.hlen);
                     } else {
-                        assert_eq!(len, if h.kind == kind::H2C_TERM_REQ { plen - h.hlen as usize } else { 0 });
+                        assert_eq!(
+                            len,
+                            if h.kind == kind::H2C_TERM_REQ {
+                                plen - h.hlen as usize
+                            } else {
+                                0
+                            }
+                        );
                     }
                     if b.len() < plen {
                         break;
