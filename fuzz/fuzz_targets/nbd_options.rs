@@ -29,7 +29,6 @@ struct Run {
 fn drive(input: &[u8], chunk: usize) -> Run {
     let mut h = Handshake::new(HandshakeConfig {
         exports: Arc::new(StaticExports::two()),
-        refuse: None,
         tls: TlsMode::Off,
     });
     let mut greeting = Vec::new();

@@ -6,10 +6,16 @@
 
 /// Installs the process's tracing subscriber. `default_level` applies when
 /// `RUST_LOG` is unset or invalid (`"info"` for the daemon, `"warn"` for
-/// the benchmarks); `json` writes one JSON object per event.
+/// the benchmarks; rustls's events from `error` only); `json` writes one
+/// JSON object per event.
 pub fn init(default_level: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    // rustls's own warnings stay out of the default: it warns about what
+    // clients send that it ignores anyway (libnbd's IP address as SNI, on
+    // every NBD TLS connection by address); the engine logs its TLS
+    // failures itself.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("{default_level},rustls=error"))
+    });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

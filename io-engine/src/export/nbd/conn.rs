@@ -135,7 +135,6 @@ impl Connection {
         let (exports, counters) = (sessions.exports.clone(), sessions.counters.clone());
         let mut hs = Handshake::new(HandshakeConfig {
             exports: sessions,
-            refuse: None,
             tls: tls_config.mode(),
         });
         let mut output = Output::with_capacity(4096);

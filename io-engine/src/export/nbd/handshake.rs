@@ -84,10 +84,6 @@ pub fn transmission_flags(export: &ExportInfo, structured_replies: bool) -> u16 
 pub struct HandshakeConfig {
     /// The exports clients may choose from.
     pub exports: Arc<dyn ExportLookup>,
-    /// Refuse every export with this reason (the server is at its
-    /// connection limit): `GO` gets `ERR_POLICY` with it, `EXPORT_NAME` a
-    /// disconnect (it has no error reply). Listing and INFO still work.
-    pub refuse: Option<String>,
     /// Whether `STARTTLS` is offered, or required before anything else.
     pub tls: TlsMode,
 }
@@ -95,7 +91,6 @@ pub struct HandshakeConfig {
 impl fmt::Debug for HandshakeConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HandshakeConfig")
-            .field("refuse", &self.refuse)
             .field("tls", &self.tls)
             .finish()
     }
@@ -497,12 +492,11 @@ impl Handshake {
         Some(Outcome::StartTls)
     }
 
-    /// Why attaching to `name` is refused now, if it is.
+    /// Why attaching to `name` is refused now, if it is (the server or
+    /// the export is at its connection limit): `GO` gets `ERR_POLICY` with
+    /// it, `EXPORT_NAME` a disconnect (it has no error reply).
     fn refusal(&self, name: &str) -> Option<String> {
-        self.config
-            .refuse
-            .clone()
-            .or_else(|| self.config.exports.refusal(name))
+        self.config.exports.refusal(name)
     }
 
     fn transmission(&self, export: ExportInfo, name: &str) -> Outcome {

@@ -43,6 +43,9 @@ pub fn null_export() -> ExportInfo {
 pub struct StaticExports {
     /// The exports, first one the default.
     pub exports: Vec<ExportInfo>,
+    /// Why every export is refused (a server at its connection limit), if
+    /// it is.
+    pub refusal: Option<String>,
 }
 
 impl StaticExports {
@@ -50,6 +53,7 @@ impl StaticExports {
     pub fn two() -> StaticExports {
         StaticExports {
             exports: vec![malloc_export(), null_export()],
+            refusal: None,
         }
     }
 }
@@ -74,5 +78,9 @@ impl ExportLookup for StaticExports {
             .iter()
             .map(|e| (e.name.clone(), e.description.clone()))
             .collect()
+    }
+
+    fn refusal(&self, _name: &str) -> Option<String> {
+        self.refusal.clone()
     }
 }

@@ -6,7 +6,6 @@ use proptest::prelude::*;
 fn config() -> HandshakeConfig {
     HandshakeConfig {
         exports: Arc::new(StaticExports::two()),
-        refuse: None,
         tls: TlsMode::Off,
     }
 }
@@ -14,7 +13,10 @@ fn config() -> HandshakeConfig {
 #[test]
 fn a_refusing_server_answers_go_with_policy_and_drops_export_name() {
     let mut cfg = config();
-    cfg.refuse = Some("server is at its limit".into());
+    cfg.exports = Arc::new(StaticExports {
+        refusal: Some("server is at its limit".into()),
+        ..StaticExports::two()
+    });
     let mut h = Handshake::new(cfg.clone());
     h.greeting(&mut Vec::new());
     let mut out = Vec::new();
