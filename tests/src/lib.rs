@@ -319,6 +319,52 @@ pub fn u(v: &serde_json::Value) -> u64 {
         .unwrap_or_else(|| panic!("{v} is not an unsigned integer"))
 }
 
+/// fio's arguments for a verify job over NBD at `uri`: two jobs, each
+/// writing `size_mb` MiB of its own range with `bs` (a `--bs=` or
+/// `--bsrange=` argument) at iodepth 16, then reading it all back and
+/// checking its CRC-32C; JSON output for [`assert_fio_verified`].
+pub fn fio_nbd_verify_args(uri: &str, bs: &str, size_mb: u64) -> Vec<String> {
+    [
+        "--name=verify",
+        "--ioengine=nbd",
+        &format!("--uri={uri}"),
+        "--rw=randwrite",
+        bs,
+        "--iodepth=16",
+        "--numjobs=2",
+        &format!("--size={size_mb}m"),
+        &format!("--offset_increment={size_mb}m"),
+        "--verify=crc32c",
+        "--verify_state_save=0",
+        "--do_verify=1",
+        "--verify_fatal=1",
+        "--output-format=json",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Asserts that the JSON report of [`fio_nbd_verify_args`]'s job (`stdout`,
+/// after anything fio printed first) has two jobs without error, each
+/// having written and read back (verified) at least `size_mb` MiB.
+pub fn assert_fio_verified(stdout: &str, size_mb: u64, what: &str) {
+    let start = stdout
+        .find('{')
+        .unwrap_or_else(|| panic!("{what}: no fio JSON in {stdout}"));
+    let report: serde_json::Value = serde_json::from_str(&stdout[start..]).unwrap();
+    let jobs = report["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2, "{what}");
+    for j in jobs {
+        assert_eq!(j["error"], 0, "{what}");
+        // Every written byte read back for verification.
+        let (w, r) = (u(&j["write"]["io_bytes"]), u(&j["read"]["io_bytes"]));
+        assert!(
+            w >= size_mb << 20 && r >= size_mb << 20,
+            "{what}: wrote {w}, verified {r}"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

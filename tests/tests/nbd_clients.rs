@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use io_engine::env::xorshift::XorShift;
 use io_engine_tests::daemon::Daemon;
-use io_engine_tests::output_with_timeout;
+use io_engine_tests::{assert_fio_verified, fio_nbd_verify_args, output_with_timeout};
 
 /// `program args...` as an owned command.
 fn cmd<S: AsRef<std::ffi::OsStr>>(program: &str, args: impl IntoIterator<Item = S>) -> Command {
@@ -39,44 +39,10 @@ fn fio_writes_and_verifies_with_fixed_and_mixed_block_sizes() {
     let uri = d.nbd_uri("v0");
     for bs in ["--bs=4k", "--bsrange=4k-1m"] {
         let out = run(
-            cmd(
-                "fio",
-                [
-                    "--name=verify",
-                    "--ioengine=nbd",
-                    &format!("--uri={uri}"),
-                    "--rw=randwrite",
-                    bs,
-                    "--iodepth=16",
-                    "--numjobs=2",
-                    "--size=64m",
-                    "--offset_increment=64m",
-                    "--verify=crc32c",
-                    "--verify_state_save=0",
-                    "--do_verify=1",
-                    "--verify_fatal=1",
-                    "--output-format=json",
-                ],
-            ),
+            cmd("fio", fio_nbd_verify_args(&uri, bs, 64)),
             &format!("fio {bs}"),
         );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let report: serde_json::Value =
-            serde_json::from_str(&stdout[stdout.find('{').expect("fio JSON")..]).unwrap();
-        let jobs = report["jobs"].as_array().unwrap();
-        assert_eq!(jobs.len(), 2);
-        for j in jobs {
-            assert_eq!(j["error"], 0, "{bs}");
-            // Every written byte read back for verification.
-            let (w, r) = (
-                j["write"]["io_bytes"].as_u64().unwrap(),
-                j["read"]["io_bytes"].as_u64().unwrap(),
-            );
-            assert!(
-                w >= 64 << 20 && r >= 64 << 20,
-                "{bs}: wrote {w}, verified {r}"
-            );
-        }
+        assert_fio_verified(&String::from_utf8_lossy(&out.stdout), 64, bs);
     }
 }
 

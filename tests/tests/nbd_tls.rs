@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use io_engine_tests::certs::TestPki;
 use io_engine_tests::daemon::{Daemon, quiet_args, run_daemon_to_exit};
-use io_engine_tests::output_with_timeout;
+use io_engine_tests::{assert_fio_verified, fio_nbd_verify_args, output_with_timeout};
 
 /// A fresh PKI in a directory of its own.
 fn pki(test: &str) -> TestPki {
@@ -166,7 +166,7 @@ fn require_serves_nbdinfo_and_qemu_img_over_tls_and_refuses_plaintext() {
 /// root libnbd looks in /etc/pki/libnbd instead, so as root fio runs in a
 /// user namespace as an unprivileged user (the files stay readable: they
 /// are still root's outside).
-fn fio_with_certs(pki: &TestPki, args: &[&str]) -> String {
+fn fio_with_certs(pki: &TestPki, args: &[String]) -> String {
     let home = pki.dir.join("home");
     let dir = home.join(".pki").join("libnbd");
     std::fs::create_dir_all(&dir).unwrap();
@@ -194,38 +194,8 @@ fn fio_writes_and_verifies_over_nbds() {
     let d = daemon(&pki, "require", &[]);
     let uri = format!("nbds://{}/v0", d.nbd_addr());
     for bs in ["--bs=4k", "--bsrange=4k-1m"] {
-        let out = fio_with_certs(
-            &pki,
-            &[
-                "--name=verify",
-                "--ioengine=nbd",
-                &format!("--uri={uri}"),
-                "--rw=randwrite",
-                bs,
-                "--iodepth=16",
-                "--numjobs=2",
-                "--size=16m",
-                "--offset_increment=16m",
-                "--verify=crc32c",
-                "--verify_state_save=0",
-                "--do_verify=1",
-                "--verify_fatal=1",
-                "--output-format=json",
-            ],
-        );
-        let report: serde_json::Value =
-            serde_json::from_str(&out[out.find('{').expect("fio JSON")..]).unwrap();
-        for j in report["jobs"].as_array().unwrap() {
-            assert_eq!(j["error"], 0, "{bs}");
-            let (w, r) = (
-                j["write"]["io_bytes"].as_u64().unwrap(),
-                j["read"]["io_bytes"].as_u64().unwrap(),
-            );
-            assert!(
-                w >= 16 << 20 && r >= 16 << 20,
-                "{bs}: wrote {w}, verified {r}"
-            );
-        }
+        let out = fio_with_certs(&pki, &fio_nbd_verify_args(&uri, bs, 16));
+        assert_fio_verified(&out, 16, bs);
     }
 }
 
