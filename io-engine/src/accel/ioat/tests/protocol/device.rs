@@ -28,6 +28,10 @@ pub(super) struct Device {
     state: u64,
     /// The last descriptor started.
     last: usize,
+    /// A completion write held back ([`Rules::late_word`]), and whether
+    /// the fault has fired.
+    held_word: Option<u64>,
+    late_word_fired: bool,
 }
 
 impl Device {
@@ -39,6 +43,8 @@ impl Device {
             count: 0,
             state: System::IDLE,
             last: 0,
+            held_word: None,
+            late_word_fired: false,
         }
     }
 
@@ -51,6 +57,10 @@ impl Device {
             }
             if self.runnable() {
                 self.step();
+                continue;
+            }
+            if self.held_word.is_some() {
+                self.release_word();
                 continue;
             }
             if self.sys.stop.load(Ordering::Acquire) {
@@ -101,7 +111,10 @@ impl Device {
         let slot = self.count as usize % RING;
         self.last = slot;
         self.state = System::ACTIVE;
-        self.publish();
+        if !self.rules.chansts_when_done {
+            self.publish();
+            self.release_word();
+        }
         let d = self.sys.ring[slot].with(|p| {
             // SAFETY: a loom cell pointer, valid for the closure; loom
             // reports a write to the slot not ordered before this read.
@@ -117,10 +130,24 @@ impl Device {
             self.state = System::IDLE;
         }
         self.publish();
+        if self.rules.chansts_when_done {
+            self.release_word();
+        }
         if d.completion_update {
-            self.sys
-                .word
-                .store(System::status(slot, self.state), Ordering::Release);
+            let word = System::status(slot, self.state);
+            if self.rules.late_word && !self.late_word_fired {
+                self.late_word_fired = true;
+                self.held_word = Some(word);
+            } else {
+                self.sys.word.store(word, Ordering::Release);
+            }
+        }
+    }
+
+    /// Writes the completion word held back, if any.
+    fn release_word(&mut self) {
+        if let Some(word) = self.held_word.take() {
+            self.sys.word.store(word, Ordering::Release);
         }
     }
 

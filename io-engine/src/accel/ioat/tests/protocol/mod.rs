@@ -16,7 +16,13 @@
 //!
 //! - completions come from the completion word only, accepted only when it
 //!   names a flushed batch end at or after the tail; CHANSTS (which names
-//!   a descriptor when it starts) is read for halts only;
+//!   a descriptor when it starts) is read for halts only. The old rule
+//!   (retire through CHANSTS once the word stands still, accept any word
+//!   naming a slot in flight) is caught twice: CHANSTS named at the start
+//!   hands back a buffer being written, and, with CHANSTS named only when
+//!   done (the model before issue 18), a word landing after the driver's
+//!   CHANSTS read (held back by a fault, or merely written between the
+//!   driver's two reads) retires the ring past the wrap;
 //! - the doorbell (DMACOUNT) is a release store after the descriptors;
 //! - a restart (suspend, then reset) rewrites the ring and hands buffers
 //!   back only once the reset is confirmed (CHANCMD's reset bit clear); a
@@ -24,8 +30,9 @@
 //! - the device holds its IOVA map across a descriptor's execution, so an
 //!   unmap waits for the copy in progress.
 //!
-//! What it does not cover: the ring arithmetic past a wrap (the ring has
-//! 4 slots and a scenario uses at most 2), descriptor splitting, halts
+//! What it does not cover: rings larger than 4 slots or more than one
+//! wrap (a scenario builds at most 5 descriptors), descriptor splitting,
+//! halts
 //! and their resubmission, CHANERR, timing (every wait is a bounded
 //! number of polls), the fences of volatile memory (loom has none; the
 //! driver's release store and the device's acquire load stand for them),

@@ -4,8 +4,8 @@
 //!
 //! Thread: plain data, copied into each model thread.
 
-/// Which rules a run follows; [`Rules::default`] is the protocol now.
-#[derive(Debug, Clone, Copy, Default)]
+/// Which rules a run follows; [`Rules::NOW`] is the protocol now.
+#[derive(Debug, Clone, Copy)]
 pub(super) struct Rules {
     /// Old: once the completion word has stood still (the stall check, at
     /// once in the model), the driver retires descriptors through
@@ -30,4 +30,25 @@ pub(super) struct Rules {
     /// A fault, not a rule: the device ignores RESET (a hung channel), so
     /// no reset is ever confirmed.
     pub reset_ignored: bool,
+    /// A fault, not a rule: the device's first completion write is held
+    /// back until the next descriptor's CHANSTS update (or until the
+    /// device goes idle), so it lands after a CHANSTS read that shows more.
+    pub late_word: bool,
+    /// The device model before issue 18: CHANSTS names a descriptor only
+    /// once it is done. Hardware (and the model now) names it when it
+    /// starts, before its data is written.
+    pub chansts_when_done: bool,
+}
+
+impl Rules {
+    /// The protocol as it stands after issue 18, no fault.
+    pub const NOW: Rules = Rules {
+        chansts_completions: false,
+        relaxed_doorbell: false,
+        unconfirmed_restart: false,
+        copy_outside_map_lock: false,
+        reset_ignored: false,
+        late_word: false,
+        chansts_when_done: false,
+    };
 }

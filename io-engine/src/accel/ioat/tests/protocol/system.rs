@@ -14,8 +14,8 @@ use super::descriptor::Descriptor;
 pub(super) const RING: usize = 4;
 
 /// Data buffers, numbered by their IOVA: sources 0 and 1, destinations 2
-/// and 3.
-pub(super) const BUFFERS: usize = 4;
+/// to 6.
+pub(super) const BUFFERS: usize = 7;
 
 /// The channel as the model sees it.
 pub(super) struct System {
