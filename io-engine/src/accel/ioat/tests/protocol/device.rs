@@ -1,7 +1,7 @@
 //! The model's device: acts on CHANCMD between descriptors, executes the
 //! descriptors DMACOUNT hands it, one at a time, in ring order.
 //!
-//! As the hardware does (and `model.rs` now models): CHANSTS names a
+//! As the hardware does (and as issue 18 asks of `model.rs`): CHANSTS names a
 //! descriptor when the device starts it, before its data is written, and
 //! the data is known written only once the completion word names it (a
 //! release store after the copy). SUSPEND and RESET are acted on between
