@@ -59,6 +59,8 @@ use std::sync::OnceLock;
 mod x86;
 
 #[cfg(test)]
+mod guard_page_tests;
+#[cfg(test)]
 mod tests;
 
 /// Length in bytes from which [`Kernels::copy`], [`Kernels::fill`],
@@ -409,7 +411,25 @@ impl Kernels {
     /// As for [`Kernels::copy`].
     #[inline]
     pub unsafe fn copy_crc32c(&self, dst: *mut u8, src: *const u8, len: usize, crc: u32) -> u32 {
-        let nt = len >= NT_THRESHOLD;
+        // SAFETY: the caller's contract.
+        unsafe { self.copy_crc32c_with(dst, src, len, crc, len >= NT_THRESHOLD) }
+    }
+
+    /// [`Kernels::copy_crc32c`] with the store kind chosen by the caller,
+    /// as for [`Kernels::copy_with`] (the guard-page tests force both).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Kernels::copy`].
+    #[inline]
+    unsafe fn copy_crc32c_with(
+        &self,
+        dst: *mut u8,
+        src: *const u8,
+        len: usize,
+        crc: u32,
+        nt: bool,
+    ) -> u32 {
         let mut crc = crc;
         let mut off = 0;
         while off < len {

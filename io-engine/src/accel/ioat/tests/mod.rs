@@ -4,6 +4,8 @@
 //! behaviour and its device threads' end; and of the seams' memory (the
 //! IOVA map, mapped memory, DMA buffers).
 
+mod protocol;
+
 use crate::accel::conformance::scribble;
 use std::rc::Rc;
 use std::sync::Arc;

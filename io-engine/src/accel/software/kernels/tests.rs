@@ -108,7 +108,7 @@ fn crc_register_bitwise(mut reg: u32, data: &[u8]) -> u32 {
 }
 
 /// Our convention, bitwise.
-fn crc_ref(crc: u32, data: &[u8]) -> u32 {
+pub(super) fn crc_ref(crc: u32, data: &[u8]) -> u32 {
     !crc_register_bitwise(!crc, data)
 }
 

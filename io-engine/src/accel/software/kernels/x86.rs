@@ -326,10 +326,15 @@ macro_rules! vector_kernels {
                 let same_align = !DUAL || (dst as usize ^ dst2 as usize) & (V - 1) == 0;
                 if nt && same_align {
                     // Streamed: every whole vector of the aligned part
-                    // exactly once, so no line is also stored temporally
-                    // (a temporal store to a line still in a
-                    // write-combining buffer waits for it to drain); only
-                    // an unaligned head and a partial last vector are.
+                    // exactly once. An unaligned head and a partial last
+                    // vector are stored temporally, and those two stores
+                    // overlap the first and the last streamed vector: up
+                    // to two lines are written both ways. That is correct
+                    // (both stores write the same bytes, and the fence
+                    // after the kernel orders them before anyone learns
+                    // the copy is done) and costs little (a temporal
+                    // store to a line still in a write-combining buffer
+                    // waits for it to drain, at most twice a call).
                     let mut off = (V - (dst as usize & (V - 1))) & (V - 1);
                     if off != 0 {
                         put::<DUAL>(dst, dst2, 0, load(src));
@@ -480,7 +485,9 @@ macro_rules! vector_kernels {
                 }
                 if nt {
                     // Every whole vector of the aligned part streamed once,
-                    // as in `copy_impl`.
+                    // the head and the last partial vector stored
+                    // temporally over the first and last of them, as in
+                    // `copy_impl`.
                     let mut off = (V - (dst as usize & (V - 1))) & (V - 1);
                     if off != 0 {
                         store(dst, v);
