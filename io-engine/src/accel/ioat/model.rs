@@ -3,7 +3,8 @@
 //! the memory it was told is mapped (its [`IovaMap`]).
 //!
 //! Thread: the register file is shared. The driver's thread (a reactor)
-//! reads and writes registers through [`ModelRegisters`]; the model's own
+//! reads and writes registers through [`ModelRegisters`] and configuration
+//! space through [`ModelPci`]; the model's own
 //! device thread (`ioat-model-N`) walks the descriptor chain, moves the
 //! data, writes CHANSTS and the completion word, and executes CHANCMD
 //! commands. Tests arm faults ([`Faults`]) and read counters from any
@@ -11,10 +12,31 @@
 //!
 //! How it maps to the specification (REFERENCE.md, "Intel I/OAT"):
 //!
-//! - Register file at the BAR0 offsets of [`spec`]: CHANCNT 1, XFERCAP,
-//!   CBVER and DMACAPABILITY from [`ModelConfig`] (default 0x33, 1 MiB,
-//!   block fill), channel 0 at 0x80. 64-bit registers also read as two
-//!   32-bit halves. Writes to read-only registers are ignored.
+//! - Register file at the BAR0 offsets of [`spec`]: CHANCNT, XFERCAP,
+//!   CBVER and DMACAPABILITY from [`ModelConfig`] (default 1, 1 MiB, 0x33,
+//!   block fill), channel 0 at 0x80. 64-bit registers also read and write
+//!   as two 32-bit halves; with [`ModelConfig::split_chain_writes`] a
+//!   64-bit write to CHAINADDR or CHANCMP is counted and ignored, as by a
+//!   device that decodes only 32-bit accesses there. Writes to read-only
+//!   registers are ignored.
+//! - PCI configuration space ([`ModelPci`], the driver's [`PciConfig`]):
+//!   vendor 0x8086 and [`ModelConfig::device_id`], the command register
+//!   (bus mastering on at power-on: the backend enables it), a capability
+//!   list holding the PCI Express capability at 0x40 whose Device Control
+//!   has relaxed ordering on at power-on, and CHANERR_INT at 0x180 (write 1
+//!   to clear) on functions that have it (CBVER below 3.3, or SKX's device
+//!   id: [`spec::has_chanerr_int`]), where every error CHANERR gets is
+//!   latched too. Other offsets read 0 and ignore writes.
+//! - Bus mastering off: no descriptor is fetched or executed, and the
+//!   command write returns only once none is in progress (the device
+//!   thread holds a lock across each command and descriptor). A
+//!   function-level reset does the same wait, turns bus mastering off and
+//!   puts the channel's registers, CHANERR_INT and Device Control back to
+//!   their reset values.
+//! - Power-on ([`ModelConfig::power_on`]): IDLE as after a reset, HALTED
+//!   with chosen CHANERR bits (latched in CHANERR_INT where the function
+//!   has it), or ARMED; HALTED and ARMED channels run nothing until a
+//!   reset.
 //! - DMACOUNT is the doorbell: the device executes descriptors while its
 //!   own running count differs from DMACOUNT (16-bit, wrapping). The first
 //!   descriptor after a reset is read at CHAINADDR, each next one at the
@@ -33,12 +55,20 @@
 //!   reads HALTED with the address of the last completed descriptor; the
 //!   completion word is only written on an error when CHANCTRL has
 //!   ERR_COMPLETION_EN (SPDK, and this driver, do not set it).
+//! - With [`ModelConfig::hide_null_address`] a null descriptor leaves
+//!   CHANSTS's and the completion word's address at the descriptor before
+//!   (0 after a reset): a driver must not require the null descriptor's
+//!   address at bring-up.
 //! - CHANCMD: RESET (self-clearing) clears CHANERR, CHANCTRL, CHAINADDR,
 //!   CHANCMP, DMACOUNT and the running count and leaves the channel IDLE
 //!   with no completed descriptor (the model's choice: the driver does not
-//!   rely on the state after reset); SUSPEND stops after the current
-//!   descriptor (SUSPENDED) and RESUME continues; ABORT halts the channel
-//!   without an error bit.
+//!   rely on the state after reset), or HALTED while CHANERR_INT holds an
+//!   error (SPDK and Linux clear it before the reset); SUSPEND stops after
+//!   the current descriptor (SUSPENDED; ignored with
+//!   [`ModelConfig::ignore_suspend`]) and RESUME continues; ABORT halts the
+//!   channel without an error bit. [`Faults::never_reset`] leaves a RESET
+//!   pending for ever; [`Faults::config_stuck`] makes configuration writes
+//!   and the function-level reset fail.
 //! - What the model does not do: interrupts, DCA, XOR/PQ/CRC, page-break
 //!   and snoop bits (ignored), CHANERRMASK (stored, not applied), timing.
 

@@ -825,7 +825,14 @@ mod tests {
                 bdf: f.bdf.clone(),
                 bar0_fails: self.bar0_fails,
                 state: self.state.clone(),
-                model: IoatModel::with_map(self.model.clone(), self.state.iommu.clone()),
+                // The function's config space names its sysfs device id.
+                model: IoatModel::with_map(
+                    ModelConfig {
+                        device_id: f.device,
+                        ..self.model.clone()
+                    },
+                    self.state.iommu.clone(),
+                ),
             }))
         }
 
@@ -1138,7 +1145,7 @@ mod tests {
         };
         let f = open_all(&t.sysfs(), &ops, &[]);
         let pci: Vec<_> = f.hardware.iter().map(|h| h.pci.device_id()).collect();
-        assert_eq!(pci, vec![0x0b00, 0x0b00], "the device's config space");
+        assert_eq!(pci, vec![0x2021, 0x2021], "the device's config space");
         let mapper = f.mapper.expect("a container mapper");
         let devices = IoatDevices::new(f.hardware, &DriverConfig::default(), mapper, f.notes);
         let mapping = register_mapper(devices.mapper());
