@@ -243,8 +243,8 @@ fn completion_offset(ring_size: u32) -> usize {
 
 /// One I/OAT channel.
 pub struct Channel {
-    /// First, so it is released (a model stopped, a VFIO device closed)
-    /// before the ring's memory.
+    /// Released (a model stopped, a VFIO device closed) after `Drop for
+    /// Channel` has stopped the device and freed (or leaked) the ring.
     hw: Hardware,
     cfg: DriverConfig,
     base: usize,
@@ -538,9 +538,8 @@ impl Channel {
         stopped
     }
 
-    /// (Re)starts the channel: resets the hardware, then brings it up on a
-    /// fresh ring. Requests in the ring are forgotten (the caller has failed
-    /// or saved them).
+    /// Starts the channel: resets the hardware, then brings it up on a
+    /// fresh ring.
     fn init(&mut self) -> Result<(), StartError> {
         self.reset_hw()?;
         self.bring_up()

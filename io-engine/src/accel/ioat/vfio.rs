@@ -529,41 +529,43 @@ impl VfioContainerOps for SystemContainer {
 
 struct SystemDevice(Arc<vfio_ioctls::VfioDevice>);
 
-impl VfioDeviceOps for SystemDevice {
-    fn config_read16(&self, off: u64) -> u16 {
-        let mut b = [0u8; 2];
+impl SystemDevice {
+    /// `N` bytes of configuration space at `off` (one access).
+    fn config_read<const N: usize>(&self, off: u64) -> [u8; N] {
+        let mut b = [0u8; N];
         self.0.region_read(
             vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX,
             &mut b,
             off,
         );
-        u16::from_le_bytes(b)
+        b
+    }
+
+    /// `b` written to configuration space at `off` (one access).
+    fn config_write(&self, off: u64, b: &[u8]) {
+        self.0.region_write(
+            vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX,
+            b,
+            off,
+        );
+    }
+}
+
+impl VfioDeviceOps for SystemDevice {
+    fn config_read16(&self, off: u64) -> u16 {
+        u16::from_le_bytes(self.config_read(off))
     }
 
     fn config_write16(&self, off: u64, v: u16) {
-        self.0.region_write(
-            vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX,
-            &v.to_le_bytes(),
-            off,
-        );
+        self.config_write(off, &v.to_le_bytes());
     }
 
     fn config_read32(&self, off: u64) -> u32 {
-        let mut b = [0u8; 4];
-        self.0.region_read(
-            vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX,
-            &mut b,
-            off,
-        );
-        u32::from_le_bytes(b)
+        u32::from_le_bytes(self.config_read(off))
     }
 
     fn config_write32(&self, off: u64, v: u32) {
-        self.0.region_write(
-            vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX,
-            &v.to_le_bytes(),
-            off,
-        );
+        self.config_write(off, &v.to_le_bytes());
     }
 
     fn bar0(&self) -> Result<Box<dyn Registers>, VfioFailure> {

@@ -48,6 +48,15 @@ fn serves(mc: ModelConfig) {
     );
 }
 
+/// A channel comes up on a model with `mc` (`check` looks at the model
+/// while it is up), and a module on such a model serves copies.
+fn comes_up_and_serves(mc: ModelConfig, check: impl FnOnce(&ModelHandle)) {
+    let (ch, h) = start(mc.clone());
+    let _ch = ch.unwrap_or_else(|e| panic!("{mc:?}: {e}"));
+    check(&h);
+    serves(mc);
+}
+
 // ---------------------------------------------------------------------------
 // Point 2: CHANERR_INT
 // ---------------------------------------------------------------------------
@@ -161,30 +170,20 @@ fn the_model_latches_chanerr_int_and_stays_halted_until_it_is_cleared() {
 
 #[test]
 fn a_channel_that_ignores_suspend_is_reset_anyway() {
-    let (ch, h) = start(ModelConfig {
+    let mc = ModelConfig {
         ignore_suspend: true,
         ..ModelConfig::default()
-    });
-    let _ch = ch.unwrap();
-    assert_eq!(h.counters().resets, 1);
-    serves(ModelConfig {
-        ignore_suspend: true,
-        ..ModelConfig::default()
-    });
+    };
+    comes_up_and_serves(mc, |h| assert_eq!(h.counters().resets, 1));
 }
 
 #[test]
 fn bring_up_takes_the_tail_from_whatever_address_is_reported() {
-    let (ch, h) = start(ModelConfig {
+    let mc = ModelConfig {
         hide_null_address: true,
         ..ModelConfig::default()
-    });
-    let _ch = ch.unwrap();
-    assert_eq!(h.counters().nulls, 1);
-    serves(ModelConfig {
-        hide_null_address: true,
-        ..ModelConfig::default()
-    });
+    };
+    comes_up_and_serves(mc, |h| assert_eq!(h.counters().nulls, 1));
 }
 
 #[test]
@@ -239,10 +238,7 @@ fn chainaddr_and_chancmp_are_written_as_32_bit_halves() {
         split_chain_writes: true,
         ..ModelConfig::default()
     };
-    let (ch, h) = start(mc.clone());
-    let _ch = ch.unwrap();
-    assert_eq!(h.counters().rejected_writes, 0);
-    serves(mc);
+    comes_up_and_serves(mc, |h| assert_eq!(h.counters().rejected_writes, 0));
     // The model's side: a 64-bit write there is counted and ignored.
     let m = IoatModel::new(ModelConfig {
         split_chain_writes: true,
