@@ -30,7 +30,8 @@
 //! - Bus mastering off: no descriptor is fetched or executed, and the
 //!   command write returns only once none is in progress (the device
 //!   thread holds a lock across each command and descriptor). A
-//!   function-level reset does the same wait, turns bus mastering off and
+//!   function-level reset (unless [`ModelConfig::function_reset`] is off)
+//!   does the same wait, turns bus mastering off and
 //!   puts the channel's registers, CHANERR_INT and Device Control back to
 //!   their reset values.
 //! - Power-on ([`ModelConfig::power_on`]): IDLE as after a reset, HALTED
@@ -112,6 +113,9 @@ pub struct ModelConfig {
     /// 64-bit writes to CHAINADDR and CHANCMP are ignored (and counted), as
     /// by a device that decodes only 32-bit accesses there.
     pub split_chain_writes: bool,
+    /// The function has a function-level reset (else only bus mastering
+    /// off stops its DMA).
+    pub function_reset: bool,
     /// How long the device thread spins idle before it parks.
     pub spin: Duration,
 }
@@ -128,6 +132,7 @@ impl Default for ModelConfig {
             ignore_suspend: false,
             hide_null_address: false,
             split_chain_writes: false,
+            function_reset: true,
             spin: Duration::from_micros(50),
         }
     }
@@ -549,7 +554,7 @@ impl Shared {
     /// registers back to their reset values; the device thread resets its
     /// own state next.
     fn function_reset(&self) -> bool {
-        if self.faults.config_stuck.load(Ordering::Acquire) {
+        if !self.cfg.function_reset || self.faults.config_stuck.load(Ordering::Acquire) {
             return false;
         }
         let _exec = self.exec.lock().unwrap_or_else(PoisonError::into_inner);

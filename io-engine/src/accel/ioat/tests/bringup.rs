@@ -274,7 +274,7 @@ fn a_function_with_chancnt_0_is_refused() {
 // Point 7 (and 6's restart): nothing reported before DMA is stopped
 // ---------------------------------------------------------------------------
 
-/// A channel on a default model whose mapper the caller's registration
+/// A channel on a model with `mc` whose mapper the caller's registration
 /// keeps, `n` 4 KiB copies stalled in its ring, and the model told that a
 /// RESET never completes; then `config_stuck` decides whether its DMA can
 /// be stopped through configuration space.
@@ -288,8 +288,8 @@ struct Stuck {
 }
 
 impl Stuck {
-    fn new(n: usize, config_stuck: bool) -> Stuck {
-        let m = IoatModel::new(ModelConfig::default());
+    fn new(mc: ModelConfig, n: usize, config_stuck: bool) -> Stuck {
+        let m = IoatModel::new(mc);
         let h = m.handle();
         let map = m.map().clone();
         let regs = m.registers();
@@ -359,7 +359,25 @@ impl Stuck {
 
 #[test]
 fn requests_are_reported_only_once_dma_is_stopped_when_the_reset_never_completes() {
-    let mut s = Stuck::new(4, false);
+    // Without a function-level reset, bus mastering goes off instead.
+    let mut s = Stuck::new(
+        ModelConfig {
+            function_reset: false,
+            ..ModelConfig::default()
+        },
+        3,
+        false,
+    );
+    let seen = s.poll_until_broken();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    for (id, c, dma) in &seen {
+        assert_eq!(c.status, Status::EngineError, "task {id}");
+        assert!(!dma, "task {id} reported with bus mastering on");
+    }
+    assert!(!s.h.bus_master());
+    assert_eq!(s.h.counters().function_resets, 0);
+    // With one, the function is reset.
+    let mut s = Stuck::new(ModelConfig::default(), 4, false);
     let seen = s.poll_until_broken();
     assert_eq!(seen.len(), 4, "{seen:?}");
     for (id, c, dma) in &seen {
@@ -384,7 +402,7 @@ fn requests_are_reported_only_once_dma_is_stopped_when_the_reset_never_completes
 
 #[test]
 fn with_config_space_stuck_too_nothing_is_reported_and_nothing_freed() {
-    let mut s = Stuck::new(4, true);
+    let mut s = Stuck::new(ModelConfig::default(), 4, true);
     let seen = s.poll_until_broken();
     assert!(seen.is_empty(), "{seen:?}");
     let t = Instant::now();
