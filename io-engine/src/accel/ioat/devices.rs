@@ -172,6 +172,7 @@ pub fn model_hardware(m: IoatModel) -> Hardware {
     Hardware {
         name: m.name(),
         regs: Box::new(m.registers()),
+        pci: Box::new(m.pci_config()),
         mem: Arc::new(m.memory()),
         keep: Some(Box::new(m)),
     }

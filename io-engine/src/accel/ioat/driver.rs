@@ -47,16 +47,27 @@
 //! - A buffer with no IOVA (memory the device cannot reach): that request
 //!   completes at once with [`Status::InvalidArgument`], as does one that
 //!   needs more descriptors than the ring holds.
-//! - A channel that cannot be brought up again is broken: its requests, and
-//!   every later one, fail with `EngineError`, and it says so in the log.
+//! - A channel that cannot be brought up again is broken: every later
+//!   request fails with `EngineError`, and it says so in the log.
+//!
+//! No request is reported done (success or failure) while the device may
+//! still write its buffers. A restart resets the channel before anything
+//! else; when the reset does not complete, the function's DMA is stopped
+//! through [`PciConfig`] (a function-level reset, else bus mastering off,
+//! read back) and only then are the requests of the ring failed. When even
+//! that fails the channel keeps them (`in_flight` stays above 0), never
+//! reports them, and leaks its ring rather than free memory the device may
+//! write.
 
 use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
 
 use super::dma_buffer::DmaBuffer;
 use super::dma_memory::DmaMemory;
+use super::pci_config::{PciConfig, find_capability};
 use super::registers::Registers;
 use super::spec::{self, chan, chancmd, chanctrl, chansts, control, desc, op};
 use super::window::Window;
@@ -121,6 +132,16 @@ pub enum StartError {
     /// XFERCAP below 12.
     #[error("invalid XFERCAP {0} (below 12, a 4 KiB transfer)")]
     XferCap(u8),
+    /// CHANCNT (bits 4:0) is 0.
+    #[error("CHANCNT is 0: the function has no DMA channel")]
+    NoChannel,
+    /// CHANERR_INT read as all ones (Linux `ioat_reset_hw`: "channel error
+    /// register unreachable").
+    #[error(
+        "the internal channel error register (CHANERR_INT, config space 0x180) reads \
+         {0:#x}: the function is unreachable"
+    )]
+    ChanErrInt(u32),
     /// A ring size that is not a power of two in 16..=65536.
     #[error("ring size {0} must be a power of two from 16 to 65536")]
     RingSize(u32),
@@ -184,6 +205,8 @@ pub struct Hardware {
     pub name: String,
     /// Its BAR0 registers.
     pub regs: Box<dyn Registers>,
+    /// Its PCI configuration space.
+    pub pci: Box<dyn PciConfig>,
     /// Memory it can reach.
     pub mem: Arc<dyn DmaMemory>,
     /// Whatever must live as long as the channel (a VFIO device, a model,
@@ -220,12 +243,14 @@ fn completion_offset(ring_size: u32) -> usize {
 
 /// One I/OAT channel.
 pub struct Channel {
-    /// First, so it is released (a model stopped, a VFIO device closed)
-    /// before the ring's memory.
+    /// Released (a model stopped, a VFIO device closed) after `Drop for
+    /// Channel` has stopped the device and freed (or leaked) the ring.
     hw: Hardware,
     cfg: DriverConfig,
     base: usize,
-    ring: DmaBuffer,
+    /// Dropped by `Drop for Channel` only once the device is proven
+    /// stopped; leaked otherwise.
+    ring: ManuallyDrop<DmaBuffer>,
     size: u32,
     mask: u32,
     head: u32,
@@ -249,6 +274,11 @@ pub struct Channel {
     max_xfer: u64,
     fill: bool,
     cbver: u8,
+    /// Whether the function has CHANERR_INT ([`spec::has_chanerr_int`]).
+    chanerr_int: bool,
+    /// The function's DMA was stopped through its configuration space (a
+    /// function-level reset or bus mastering off).
+    dma_off: bool,
     windows: [Window; 4],
     window_next: usize,
     window_gen: u64,
@@ -274,11 +304,11 @@ const EMPTY: Window = Window {
 };
 
 impl Channel {
-    /// Starts a channel on `hw`: checks CBVER, reads XFERCAP and
-    /// DMACAPABILITY, allocates the ring and the completion word, resets
-    /// the channel and runs one null descriptor through it (SPDK's
-    /// `ioat_channel_start`). Bus mastering is the backend's to enable
-    /// before.
+    /// Starts a channel on `hw`: checks CBVER and CHANCNT, reads XFERCAP
+    /// and DMACAPABILITY, clears relaxed ordering, allocates the ring and
+    /// the completion word, resets the channel and runs one null descriptor
+    /// through it (SPDK's `ioat_channel_start`, Linux `ioat3_dma_probe`).
+    /// Bus mastering is the backend's to enable before.
     pub fn start(hw: Hardware, cfg: DriverConfig) -> Result<Channel, StartError> {
         let size = cfg.ring_size;
         if !size.is_power_of_two() || !(16..=65536).contains(&size) {
@@ -292,18 +322,28 @@ impl Channel {
                 minor: cbver & 0xf,
             });
         }
+        // Linux `ioat_enumerate_channels` reads CHANCNT (bits 4:0); a 3.x
+        // function has one channel, and the driver runs channel 0.
+        if hw.regs.read8(spec::CHANCNT) & spec::CHANCNT_MASK == 0 {
+            return Err(StartError::NoChannel);
+        }
         let fill = hw.regs.read32(spec::DMACAPABILITY) & spec::dmacap::BFILL != 0;
+        // XFERCAP 0 is 4 GiB, as SPDK `ioat_channel_start` and the
+        // specification read it (Linux `ioat_enumerate_channels` instead
+        // enumerates no channel); below 12 is invalid (both).
         let xfercap = hw.regs.read8(spec::XFERCAP) & spec::XFERCAP_MASK;
         let Some(max_xfer) = spec::max_transfer(xfercap) else {
             return Err(StartError::XferCap(xfercap));
         };
+        clear_relaxed_ordering(&hw);
+        let chanerr_int = spec::has_chanerr_int(cbver, hw.pci.device_id());
         let ring = match hw.mem.alloc(completion_offset(size) + spec::DESC_SIZE) {
             Ok(r) => r,
             Err(e) => return Err(StartError::Memory(e)),
         };
         let mut ch = Channel {
             base: spec::channel_base(0),
-            ring,
+            ring: ManuallyDrop::new(ring),
             size,
             mask: size - 1,
             head: 0,
@@ -317,6 +357,8 @@ impl Channel {
             max_xfer,
             fill,
             cbver,
+            chanerr_int,
+            dma_off: false,
             windows: [EMPTY; 4],
             window_next: 0,
             window_gen: u64::MAX,
@@ -378,6 +420,13 @@ impl Channel {
         self.in_ring + self.backlog.len()
     }
 
+    /// CHANERR_INT, on a function that has it (for the log beside CHANERR
+    /// when the channel halts).
+    pub fn chanerr_int(&self) -> Option<u32> {
+        self.chanerr_int
+            .then(|| self.hw.pci.read32(spec::CHANERR_INT))
+    }
+
     /// IOVA of ring slot `i`.
     #[inline]
     fn slot_iova(&self, i: u32) -> u64 {
@@ -430,32 +479,77 @@ impl Channel {
         Ok(())
     }
 
-    /// Suspends an active or idle channel, clears CHANERR and resets it
-    /// (SPDK's `ioat_reset_hw`).
+    /// Suspends an active or idle channel, clears CHANERR (and CHANERR_INT
+    /// where the function has it) and resets it (SPDK's `ioat_reset_hw`,
+    /// Linux `ioat_reset_hw`). A channel that does not suspend in time is
+    /// reset anyway, with a warning: Linux ignores `ioat_quiesce`'s timeout
+    /// and SPDK's `ioat_channel_start` ignores `ioat_reset_hw`'s result.
+    /// Ok only once the reset has completed: the device is stopped.
     fn reset_hw(&self) -> Result<(), StartError> {
         let busy = |v: u64| matches!(chansts::state(v), chansts::ACTIVE | chansts::IDLE);
         if busy(self.chansts()) {
-            self.hw
-                .regs
-                .write8(self.base + chan::CHANCMD, chancmd::SUSPEND);
-            self.wait("the channel to suspend", |c| !busy(c.chansts()))?;
+            self.command(chancmd::SUSPEND);
+            if let Err(e) = self.wait("the channel to suspend", |c| !busy(c.chansts())) {
+                tracing::warn!("ioat {}: {e}; resetting it anyway", self.hw.name);
+            }
         }
         // Write-1-to-clear: writing the bits back clears them.
         let err = self.chanerr();
         self.hw.regs.write32(self.base + chan::CHANERR, err);
-        self.hw
-            .regs
-            .write8(self.base + chan::CHANCMD, chancmd::RESET);
+        if self.chanerr_int {
+            // Linux: a value of all ones means the function is gone.
+            let int = self.hw.pci.read32(spec::CHANERR_INT);
+            if int == u32::MAX {
+                return Err(StartError::ChanErrInt(int));
+            }
+            self.hw.pci.write32(spec::CHANERR_INT, int);
+        }
+        self.command(chancmd::RESET);
         self.wait("the channel reset", |c| {
             c.hw.regs.read8(c.base + chan::CHANCMD) & chancmd::RESET == 0
         })
     }
 
-    /// (Re)starts the channel on a fresh ring: links the descriptors,
-    /// resets the hardware, programs CHANCTRL, CHANCMP and CHAINADDR, and
-    /// runs one null descriptor. Requests in the ring are forgotten (the
-    /// caller has failed or saved them).
+    /// One CHANCMD write.
+    fn command(&self, cmd: u8) {
+        self.hw.regs.write8(self.base + chan::CHANCMD, cmd);
+    }
+
+    /// A 64-bit register written as two 32-bit halves, low then high, as
+    /// Linux writes CHAINADDR and CHANCMP (`ioat_set_chainaddr`,
+    /// `ioat_alloc_chan_resources`): a device need not decode 64-bit
+    /// accesses there.
+    fn write_halves(&self, off: usize, v: u64) {
+        self.hw.regs.write32(self.base + off, v as u32);
+        self.hw.regs.write32(self.base + off + 4, (v >> 32) as u32);
+    }
+
+    /// Stops the function's DMA through its configuration space, after a
+    /// channel reset that did not complete: a function-level reset, else
+    /// bus mastering off, read back. True once the device can no longer
+    /// reach memory.
+    fn stop_dma(&mut self) -> bool {
+        let pci = &self.hw.pci;
+        let stopped = pci.function_reset() || {
+            pci.set_bus_master(false);
+            pci.read16(spec::PCI_COMMAND) & spec::PCI_COMMAND_BUS_MASTER == 0
+        };
+        self.dma_off |= stopped;
+        stopped
+    }
+
+    /// Starts the channel: resets the hardware, then brings it up on a
+    /// fresh ring.
     fn init(&mut self) -> Result<(), StartError> {
+        self.reset_hw()?;
+        self.bring_up()
+    }
+
+    /// Brings a channel that was just reset up on a fresh ring: links the
+    /// descriptors, programs CHANCTRL, CHANCMP and CHAINADDR, and runs one
+    /// null descriptor. The ring is rewritten only now that the device is
+    /// stopped.
+    fn bring_up(&mut self) -> Result<(), StartError> {
         for i in 0..self.size {
             let off = self.slot_off(i);
             self.ring.write_u32(off + desc::SIZE, 0);
@@ -478,11 +572,10 @@ impl Channel {
         self.window_gen = u64::MAX;
         bump(&self.counters.starts, 1);
 
-        self.reset_hw()?;
         let regs = &self.hw.regs;
         regs.write16(self.base + chan::CHANCTRL, chanctrl::ANY_ERR_ABORT_EN);
-        regs.write64(self.base + chan::CHANCMP, self.ring.iova() + cmp as u64);
-        regs.write64(self.base + chan::CHAINADDR, self.ring.iova());
+        self.write_halves(chan::CHANCMP, self.ring.iova() + cmp as u64);
+        self.write_halves(chan::CHAINADDR, self.ring.iova());
 
         // One null descriptor (size 8), with completion update.
         let off = self.slot_off(0);
@@ -494,16 +587,16 @@ impl Channel {
         self.head = 1;
         bump(&self.counters.descriptors, 1);
         self.doorbell();
-        let null = self.slot_iova(0);
+        // Done once the channel is IDLE and the completion word written
+        // (it was zeroed; IDLE's state bit makes it non-zero), whatever
+        // address they report: SPDK `ioat_channel_start` waits for IDLE
+        // only and takes the tail from the completion word; a function need
+        // not report the null descriptor's address.
         self.wait("the null descriptor", |c| {
-            let st = c.chansts();
-            chansts::state(st) == chansts::IDLE && chansts::addr(st) == null
-        })?;
-        self.wait("the null descriptor's completion", |c| {
-            chansts::addr(c.ring.load_u64(cmp)) == null
+            chansts::state(c.chansts()) == chansts::IDLE && c.ring.load_u64(cmp) != 0
         })?;
         self.tail = 1;
-        self.last_seen = null;
+        self.last_seen = chansts::addr(self.chansts());
         self.last_word = self.ring.load_u64(cmp);
         self.progress = tsc::now();
         Ok(())
@@ -728,6 +821,10 @@ impl Channel {
 
     /// Reports finished requests; returns how many it added to `done`.
     pub fn poll(&mut self, done: &mut Vec<(TaskId, Completion)>) -> usize {
+        if self.broken.is_some() {
+            // What it still holds is never reported (see `restart`).
+            return 0;
+        }
         let before = done.len();
         if self.in_ring > 0 {
             let word = self.ring.load_u64(completion_offset(self.size));
@@ -792,7 +889,6 @@ impl Channel {
                     }
                 );
                 tracing::error!("{why}");
-                self.fail_ring(done);
                 self.restart(done);
                 true
             }
@@ -823,7 +919,6 @@ impl Channel {
                 self.hw.name,
                 spec::chanerr::describe(err)
             );
-            self.fail_ring(done);
             self.restart(done);
             return;
         }
@@ -880,38 +975,113 @@ impl Channel {
             self.in_ring,
             self.chansts()
         );
-        self.fail_ring(done);
         self.restart(done);
     }
 
-    /// Brings the channel up again; a channel that will not come up is
-    /// broken and fails everything it holds.
+    /// Brings the channel up again. The device is reset (and proven
+    /// stopped) before anything else; then the requests still in the ring
+    /// fail, and the ring is rewritten with the backlog kept. A reset that
+    /// does not complete stops the function's DMA through its
+    /// configuration space; the channel is then broken, and fails its
+    /// requests only if that worked: otherwise it keeps them, never
+    /// reported, since the device may still write their buffers. A
+    /// channel that will not come up is broken and fails its backlog, and
+    /// every later request.
     fn restart(&mut self, done: &mut Vec<(TaskId, Completion)>) {
-        if let Err(e) = self.init() {
+        let result = match self.reset_hw() {
+            Ok(()) => {
+                self.fail_ring(done);
+                self.bring_up()
+            }
+            Err(e) if self.stop_dma() => {
+                self.fail_ring(done);
+                Err(e)
+            }
+            Err(e) => {
+                let why = format!(
+                    "ioat {}: the channel reset did not complete ({e}) and neither a function \
+                     reset nor turning bus mastering off took: the device may still write the \
+                     buffers of its {} requests in flight, which are never reported done; \
+                     its requests fail from now on",
+                    self.hw.name, self.in_ring
+                );
+                tracing::error!("{why}");
+                self.broken = Some(why);
+                self.fail_backlog(done);
+                return;
+            }
+        };
+        if let Err(e) = result {
             let why = format!(
                 "ioat {}: the channel cannot be restarted ({e}); its requests fail from now on",
                 self.hw.name
             );
             tracing::error!("{why}");
             self.broken = Some(why);
-            self.fail_ring(done);
-            while let Some(r) = self.backlog.pop_front() {
-                bump(&self.counters.failed, 1);
-                done.push((r.id, Completion::with(Status::EngineError)));
-            }
+            self.fail_backlog(done);
+        }
+    }
+
+    /// Fails every request waiting for ring space (the device never saw
+    /// them).
+    fn fail_backlog(&mut self, done: &mut Vec<(TaskId, Completion)>) {
+        while let Some(r) = self.backlog.pop_front() {
+            bump(&self.counters.failed, 1);
+            done.push((r.id, Completion::with(Status::EngineError)));
         }
     }
 }
 
+/// Clears Relaxed Ordering in the function's PCI Express Device Control
+/// register, as Linux `ioat3_dma_probe` does (the completion write must not
+/// pass the data writes before it). A function without the capability has
+/// nothing to clear; one whose bit does not clear is logged.
+fn clear_relaxed_ordering(hw: &Hardware) {
+    let pci = hw.pci.as_ref();
+    let Some(cap) = find_capability(pci, spec::PCI_CAP_ID_EXP) else {
+        return;
+    };
+    let at = cap + spec::PCI_EXP_DEVCTL;
+    let ctl = pci.read16(at);
+    if ctl & spec::PCI_EXP_DEVCTL_RELAX_EN == 0 {
+        return;
+    }
+    pci.write16(at, ctl & !spec::PCI_EXP_DEVCTL_RELAX_EN);
+    if pci.read16(at) & spec::PCI_EXP_DEVCTL_RELAX_EN != 0 {
+        tracing::warn!(
+            "ioat {}: relaxed ordering stays enabled in Device Control ({:#x})",
+            hw.name,
+            pci.read16(at)
+        );
+    }
+}
+
 impl Drop for Channel {
-    /// Stops the device from touching the ring (suspend and reset) before
-    /// the ring's memory goes; the hardware (`hw`, the first field) is
-    /// released after.
+    /// Stops the device from touching the ring (suspend and reset, else
+    /// its DMA stopped through configuration space) before the ring's
+    /// memory goes; a ring the device may still reach is leaked. The
+    /// hardware (`hw`) is released after.
     fn drop(&mut self) {
-        if self.broken.is_none()
-            && let Err(e) = self.reset_hw()
-        {
-            tracing::warn!("ioat {}: reset at shutdown: {e}", self.hw.name);
+        let stopped = self.dma_off
+            || match self.reset_hw() {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!("ioat {}: reset at shutdown: {e}", self.hw.name);
+                    self.stop_dma()
+                }
+            };
+        if stopped {
+            // SAFETY: the ring is dropped once, here, and never used again
+            // (this is the channel's drop); the device is stopped (reset, or
+            // its DMA turned off), so it no longer reads or writes it.
+            unsafe { ManuallyDrop::drop(&mut self.ring) };
+        } else {
+            tracing::error!(
+                "ioat {}: the device could not be stopped; its ring ({} bytes) is leaked, not \
+                 freed",
+                self.hw.name,
+                self.ring.len()
+            );
         }
     }
 }

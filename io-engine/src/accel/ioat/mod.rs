@@ -12,8 +12,9 @@
 //! hardware and on the model:
 //!
 //! - [`spec`]: registers, descriptor layout, opcodes, PCI ids;
-//! - the two seams the driver sees a device through: [`Registers`]
-//!   (volatile 8/16/32/64-bit accesses at BAR0 offsets) and [`DmaMemory`]
+//! - the seams the driver sees a device through: [`Registers`]
+//!   (volatile 8/16/32/64-bit accesses at BAR0 offsets), [`PciConfig`]
+//!   (its PCI configuration space) and [`DmaMemory`]
 //!   (memory the device may access, and the IOVA of any buffer, as
 //!   [`Window`]s). The VFIO backend (mapped BAR0, IOMMU mappings) and the
 //!   device model (a register file, its own address space) implement both,
@@ -54,8 +55,10 @@ mod iova_map;
 mod mapped_memory;
 mod module;
 mod options;
+mod pci_config;
 mod registers;
 mod totals;
+mod vfio_config;
 mod window;
 
 #[cfg(test)]
@@ -71,6 +74,7 @@ pub use iova_map::IovaMap;
 pub use mapped_memory::MappedMemory;
 pub use module::{Ioat, NAME};
 pub use options::IoatOptions;
+pub use pci_config::{PciConfig, find_capability};
 pub use registers::Registers;
 pub use totals::Totals;
 pub use window::Window;

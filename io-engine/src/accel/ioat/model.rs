@@ -3,7 +3,8 @@
 //! the memory it was told is mapped (its [`IovaMap`]).
 //!
 //! Thread: the register file is shared. The driver's thread (a reactor)
-//! reads and writes registers through [`ModelRegisters`]; the model's own
+//! reads and writes registers through [`ModelRegisters`] and configuration
+//! space through [`ModelPci`]; the model's own
 //! device thread (`ioat-model-N`) walks the descriptor chain, moves the
 //! data, writes CHANSTS and the completion word, and executes CHANCMD
 //! commands. Tests arm faults ([`Faults`]) and read counters from any
@@ -11,10 +12,32 @@
 //!
 //! How it maps to the specification (REFERENCE.md, "Intel I/OAT"):
 //!
-//! - Register file at the BAR0 offsets of [`spec`]: CHANCNT 1, XFERCAP,
-//!   CBVER and DMACAPABILITY from [`ModelConfig`] (default 0x33, 1 MiB,
-//!   block fill), channel 0 at 0x80. 64-bit registers also read as two
-//!   32-bit halves. Writes to read-only registers are ignored.
+//! - Register file at the BAR0 offsets of [`spec`]: CHANCNT, XFERCAP,
+//!   CBVER and DMACAPABILITY from [`ModelConfig`] (default 1, 1 MiB, 0x33,
+//!   block fill), channel 0 at 0x80. 64-bit registers also read and write
+//!   as two 32-bit halves; with [`ModelConfig::split_chain_writes`] a
+//!   64-bit write to CHAINADDR or CHANCMP is counted and ignored, as by a
+//!   device that decodes only 32-bit accesses there. Writes to read-only
+//!   registers are ignored.
+//! - PCI configuration space ([`ModelPci`], the driver's [`PciConfig`]):
+//!   vendor 0x8086 and [`ModelConfig::device_id`], the command register
+//!   (bus mastering on at power-on: the backend enables it), a capability
+//!   list holding the PCI Express capability at 0x40 whose Device Control
+//!   has relaxed ordering on at power-on, and CHANERR_INT at 0x180 (write 1
+//!   to clear) on functions that have it (CBVER below 3.3, or SKX's device
+//!   id: [`spec::has_chanerr_int`]), where every error CHANERR gets is
+//!   latched too. Other offsets read 0 and ignore writes.
+//! - Bus mastering off: no descriptor is fetched or executed, and the
+//!   command write returns only once none is in progress (the device
+//!   thread holds a lock across each command and descriptor). A
+//!   function-level reset (unless [`ModelConfig::function_reset`] is off)
+//!   does the same wait, turns bus mastering off and
+//!   puts the channel's registers, CHANERR_INT and Device Control back to
+//!   their reset values.
+//! - Power-on ([`ModelConfig::power_on`]): IDLE as after a reset, HALTED
+//!   with chosen CHANERR bits (latched in CHANERR_INT where the function
+//!   has it), or ARMED; HALTED and ARMED channels run nothing until a
+//!   reset.
 //! - DMACOUNT is the doorbell: the device executes descriptors while its
 //!   own running count differs from DMACOUNT (16-bit, wrapping). The first
 //!   descriptor after a reset is read at CHAINADDR, each next one at the
@@ -33,12 +56,20 @@
 //!   reads HALTED with the address of the last completed descriptor; the
 //!   completion word is only written on an error when CHANCTRL has
 //!   ERR_COMPLETION_EN (SPDK, and this driver, do not set it).
+//! - With [`ModelConfig::hide_null_address`] a null descriptor leaves
+//!   CHANSTS's and the completion word's address at the descriptor before
+//!   (0 after a reset): a driver must not require the null descriptor's
+//!   address at bring-up.
 //! - CHANCMD: RESET (self-clearing) clears CHANERR, CHANCTRL, CHAINADDR,
 //!   CHANCMP, DMACOUNT and the running count and leaves the channel IDLE
 //!   with no completed descriptor (the model's choice: the driver does not
-//!   rely on the state after reset); SUSPEND stops after the current
-//!   descriptor (SUSPENDED) and RESUME continues; ABORT halts the channel
-//!   without an error bit.
+//!   rely on the state after reset), or HALTED while CHANERR_INT holds an
+//!   error (SPDK and Linux clear it before the reset); SUSPEND stops after
+//!   the current descriptor (SUSPENDED; ignored with
+//!   [`ModelConfig::ignore_suspend`]) and RESUME continues; ABORT halts the
+//!   channel without an error bit. [`Faults::never_reset`] leaves a RESET
+//!   pending for ever; [`Faults::config_stuck`] makes configuration writes
+//!   and the function-level reset fail.
 //! - What the model does not do: interrupts, DCA, XOR/PQ/CRC, page-break
 //!   and snoop bits (ignored), CHANERRMASK (stored, not applied), timing.
 
@@ -50,11 +81,14 @@ use std::time::{Duration, Instant};
 use super::identity_mapper::IdentityMapper;
 use super::iova_map::IovaMap;
 use super::mapped_memory::MappedMemory;
+use super::pci_config::PciConfig;
 use super::registers::Registers;
 use super::spec::{self, chan, chancmd, chanctrl, chanerr, chansts, control, desc, op};
 use crate::env::dma::DmaMapper;
 
 /// What a model device reports in its registers, and how its thread waits.
+/// The defaults are what hardware does; the other settings are hardware
+/// behaviours a driver must tolerate.
 #[derive(Debug, Clone)]
 pub struct ModelConfig {
     /// CBVER (major 7:4, minor 3:0).
@@ -63,6 +97,25 @@ pub struct ModelConfig {
     pub xfercap: u8,
     /// DMACAPABILITY.
     pub dmacap: u32,
+    /// CHANCNT.
+    pub chancnt: u8,
+    /// The PCI device id in configuration space (with CBVER, it decides
+    /// whether the function has CHANERR_INT: [`spec::has_chanerr_int`]).
+    pub device_id: u16,
+    /// The channel's state at power-on.
+    pub power_on: PowerOn,
+    /// SUSPEND is ignored (the channel stays ACTIVE or IDLE).
+    pub ignore_suspend: bool,
+    /// A null descriptor does not report its address: CHANSTS and the
+    /// completion word keep the address of the descriptor before (0 after
+    /// a reset).
+    pub hide_null_address: bool,
+    /// 64-bit writes to CHAINADDR and CHANCMP are ignored (and counted), as
+    /// by a device that decodes only 32-bit accesses there.
+    pub split_chain_writes: bool,
+    /// The function has a function-level reset (else only bus mastering
+    /// off stops its DMA).
+    pub function_reset: bool,
     /// How long the device thread spins idle before it parks.
     pub spin: Duration,
 }
@@ -73,9 +126,33 @@ impl Default for ModelConfig {
             cbver: 0x33,
             xfercap: 20,
             dmacap: spec::dmacap::BFILL | spec::dmacap::PB,
+            chancnt: 1,
+            device_id: DEFAULT_DEVICE_ID,
+            power_on: PowerOn::Idle,
+            ignore_suspend: false,
+            hide_null_address: false,
+            split_chain_writes: false,
+            function_reset: true,
             spin: Duration::from_micros(50),
         }
     }
+}
+
+/// The model's default device id: Ice Lake-SP's, a function without
+/// CHANERR_INT at the default CBVER.
+pub const DEFAULT_DEVICE_ID: u16 = 0x0b00;
+
+/// A channel's state at power-on (or after a previous user left it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PowerOn {
+    /// IDLE, as after a reset.
+    #[default]
+    Idle,
+    /// HALTED with these CHANERR bits (latched in CHANERR_INT too where the
+    /// function has it).
+    Halted(u32),
+    /// ARMED (an interrupt pending).
+    Armed,
 }
 
 /// Counters of a model device.
@@ -97,11 +174,18 @@ pub struct ModelCounters {
     pub resets: u64,
     /// Halts (errors and aborts).
     pub halts: u64,
+    /// 64-bit CHAINADDR/CHANCMP writes ignored
+    /// ([`ModelConfig::split_chain_writes`]).
+    pub rejected_writes: u64,
+    /// Function-level resets done.
+    pub function_resets: u64,
 }
 
 /// One register access, as recorded for the bring-up test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Access {
+    /// In PCI configuration space (else BAR0).
+    pub config: bool,
     /// A write (else a read).
     pub write: bool,
     /// Width in bits.
@@ -140,6 +224,11 @@ pub struct Faults {
     /// Corrupt the completion write with this number (0: none).
     corrupt_at: AtomicU64,
     corrupt_wild: AtomicBool,
+    /// RESET never completes (CHANCMD keeps its bit).
+    reset_stuck: AtomicBool,
+    /// Configuration space ignores writes and the function-level reset
+    /// fails.
+    config_stuck: AtomicBool,
 }
 
 impl Faults {
@@ -169,6 +258,21 @@ impl Faults {
         self.fail_at.store(0, Ordering::Release);
         self.corrupt_at.store(0, Ordering::Release);
         self.stall.store(false, Ordering::Release);
+        self.reset_stuck.store(false, Ordering::Release);
+        self.config_stuck.store(false, Ordering::Release);
+    }
+
+    /// From now on a channel RESET never completes: CHANCMD keeps the
+    /// reset bit and nothing is reset (a function-level reset still works).
+    pub fn never_reset(&self) {
+        self.reset_stuck.store(true, Ordering::Release);
+    }
+
+    /// From now on configuration space ignores writes (bus mastering stays
+    /// on) and a function-level reset fails: the function's DMA cannot be
+    /// stopped.
+    pub fn config_stuck(&self) {
+        self.config_stuck.store(true, Ordering::Release);
     }
 
     /// The channel stops fetching descriptors (it stays ACTIVE) until a
@@ -204,6 +308,21 @@ struct Shared {
     chancmp: AtomicU64,
     chanerr: AtomicU32,
     chanerrmask: AtomicU32,
+    /// CHANERR_INT (config space 0x180), where the function has it.
+    chanerr_int: AtomicU32,
+    /// The PCI command register.
+    command: AtomicU16,
+    /// The PCI Express Device Control register.
+    devctl: AtomicU16,
+    /// Held by the device thread while it executes a command or a
+    /// descriptor, and by configuration writes that stop DMA, so that once
+    /// those return no descriptor is in progress.
+    exec: Mutex<()>,
+    /// A function-level reset the device thread has yet to apply to its own
+    /// state.
+    flr: AtomicBool,
+    rejected_writes: AtomicU64,
+    function_resets: AtomicU64,
     reads: AtomicU64,
     writes: AtomicU64,
     doorbells: AtomicU64,
@@ -233,6 +352,10 @@ impl Shared {
     }
 
     fn record(&self, write: bool, width: u8, off: usize, value: u64) {
+        self.log_access(false, write, width, off, value);
+    }
+
+    fn log_access(&self, config: bool, write: bool, width: u8, off: usize, value: u64) {
         if write {
             self.writes.fetch_add(1, Ordering::Relaxed);
         } else {
@@ -243,6 +366,7 @@ impl Shared {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(Access {
+                    config,
                     write,
                     width,
                     off,
@@ -255,7 +379,7 @@ impl Shared {
         const C: usize = spec::channel_base(0);
         let ld8 = |a: &AtomicU8| a.load(Ordering::Acquire) as u64;
         let v = match (width, off) {
-            (8, spec::CHANCNT) => 1,
+            (8, spec::CHANCNT) => self.cfg.chancnt as u64,
             (8, spec::XFERCAP) => self.cfg.xfercap as u64,
             (8, spec::GENCTRL) => ld8(&self.genctrl),
             (8, spec::INTRCTRL) => ld8(&self.intrctrl),
@@ -308,6 +432,12 @@ impl Shared {
                 self.dmacount.store(v as u16, Ordering::Release);
                 self.wake();
             }
+            (64, o)
+                if self.cfg.split_chain_writes
+                    && (o == C + chan::CHAINADDR || o == C + chan::CHANCMP) =>
+            {
+                self.rejected_writes.fetch_add(1, Ordering::Relaxed);
+            }
             (64, o) if o == C + chan::CHAINADDR => self.chainaddr.store(v, Ordering::Release),
             (64, o) if o == C + chan::CHANCMP => self.chancmp.store(v, Ordering::Release),
             (32, o) if o == C + chan::CHAINADDR || o == C + chan::CHANCMP => {
@@ -339,6 +469,113 @@ impl Shared {
     }
 }
 
+/// Power-on values of the model's configuration space.
+const POWER_ON_COMMAND: u16 = 0x0002 | spec::PCI_COMMAND_BUS_MASTER;
+/// Relaxed ordering, no snoop, 512-byte read requests.
+const POWER_ON_DEVCTL: u16 = spec::PCI_EXP_DEVCTL_RELAX_EN | 0x0800 | 0x2000;
+/// Where the model's PCI Express capability sits (the only one).
+const PCIE_CAP: u64 = 0x40;
+
+impl Shared {
+    /// Whether the function has CHANERR_INT.
+    fn has_chanerr_int(&self) -> bool {
+        spec::has_chanerr_int(self.cfg.cbver, self.cfg.device_id)
+    }
+
+    /// Sets CHANERR bits, latched in CHANERR_INT where the function has it.
+    fn raise(&self, bits: u32) {
+        self.chanerr.fetch_or(bits, Ordering::AcqRel);
+        if self.has_chanerr_int() {
+            self.chanerr_int.fetch_or(bits, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether the device may reach memory (bus master enable).
+    fn bus_master(&self) -> bool {
+        self.command.load(Ordering::Acquire) & spec::PCI_COMMAND_BUS_MASTER != 0
+    }
+
+    fn config16(&self, off: u64) -> u16 {
+        match off {
+            0x00 => spec::VENDOR_INTEL,
+            spec::PCI_DEVICE_ID => self.cfg.device_id,
+            spec::PCI_COMMAND => self.command.load(Ordering::Acquire),
+            spec::PCI_STATUS => spec::PCI_STATUS_CAP_LIST,
+            spec::PCI_CAPABILITY_LIST => PCIE_CAP as u16,
+            // The PCI Express capability, last in the list; version 2, a
+            // root-complex integrated endpoint.
+            PCIE_CAP => spec::PCI_CAP_ID_EXP as u16,
+            o if o == PCIE_CAP + 2 => 0x0092,
+            o if o == PCIE_CAP + spec::PCI_EXP_DEVCTL => self.devctl.load(Ordering::Acquire),
+            o if o == spec::CHANERR_INT && self.has_chanerr_int() => {
+                self.chanerr_int.load(Ordering::Acquire) as u16
+            }
+            o if o == spec::CHANERR_INT + 2 && self.has_chanerr_int() => {
+                (self.chanerr_int.load(Ordering::Acquire) >> 16) as u16
+            }
+            _ => 0,
+        }
+    }
+
+    fn config_read(&self, width: u8, off: u64) -> u64 {
+        let v = if width == 16 {
+            self.config16(off) as u64
+        } else {
+            self.config16(off) as u64 | (self.config16(off + 2) as u64) << 16
+        };
+        self.log_access(true, false, width, off as usize, v);
+        v
+    }
+
+    fn config_write(&self, width: u8, off: u64, v: u64) {
+        self.log_access(true, true, width, off as usize, v);
+        if self.faults.config_stuck.load(Ordering::Acquire) {
+            return;
+        }
+        match off {
+            spec::PCI_COMMAND => {
+                // Once this returns, no descriptor is in progress; with bus
+                // mastering off none starts.
+                let _exec = self.exec.lock().unwrap_or_else(PoisonError::into_inner);
+                self.command.store(v as u16, Ordering::Release);
+            }
+            o if o == PCIE_CAP + spec::PCI_EXP_DEVCTL => {
+                self.devctl.store(v as u16, Ordering::Release)
+            }
+            o if o == spec::CHANERR_INT && width == 32 && self.has_chanerr_int() => {
+                self.chanerr_int.fetch_and(!(v as u32), Ordering::AcqRel);
+            }
+            _ => {}
+        }
+    }
+
+    /// A function-level reset: waits for the descriptor in progress, then
+    /// puts configuration space (bus mastering off) and the channel's
+    /// registers back to their reset values; the device thread resets its
+    /// own state next.
+    fn function_reset(&self) -> bool {
+        if !self.cfg.function_reset || self.faults.config_stuck.load(Ordering::Acquire) {
+            return false;
+        }
+        let _exec = self.exec.lock().unwrap_or_else(PoisonError::into_inner);
+        self.command.store(0, Ordering::Release);
+        self.devctl.store(POWER_ON_DEVCTL, Ordering::Release);
+        self.chanerr_int.store(0, Ordering::Release);
+        self.chanerr.store(0, Ordering::Release);
+        self.chanctrl.store(0, Ordering::Release);
+        self.chainaddr.store(0, Ordering::Release);
+        self.chancmp.store(0, Ordering::Release);
+        self.dmacount.store(0, Ordering::Release);
+        self.chancmd.store(0, Ordering::Release);
+        self.chansts.store(chansts::IDLE, Ordering::Release);
+        self.flr.store(true, Ordering::Release);
+        self.function_resets.fetch_add(1, Ordering::Relaxed);
+        drop(_exec);
+        self.wake();
+        true
+    }
+}
+
 /// A model I/OAT device (one function, one channel) and its device thread.
 /// Dropping it stops the thread.
 pub struct IoatModel {
@@ -362,6 +599,16 @@ impl IoatModel {
     /// perhaps shared with other devices).
     pub fn with_map(cfg: ModelConfig, map: Arc<IovaMap>) -> IoatModel {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed) as usize;
+        let (state, err) = match cfg.power_on {
+            PowerOn::Idle => (chansts::IDLE, 0),
+            PowerOn::Halted(bits) => (chansts::HALTED, bits),
+            PowerOn::Armed => (chansts::ARMED, 0),
+        };
+        let latched = if spec::has_chanerr_int(cfg.cbver, cfg.device_id) {
+            err
+        } else {
+            0
+        };
         let shared = Arc::new(Shared {
             id,
             cfg,
@@ -371,12 +618,18 @@ impl IoatModel {
             chanctrl: AtomicU16::new(0),
             chancmd: AtomicU8::new(0),
             dmacount: AtomicU16::new(0),
-            // Power-on: as after a reset.
-            chansts: AtomicU64::new(chansts::IDLE),
+            chansts: AtomicU64::new(state),
             chainaddr: AtomicU64::new(0),
             chancmp: AtomicU64::new(0),
-            chanerr: AtomicU32::new(0),
+            chanerr: AtomicU32::new(err),
             chanerrmask: AtomicU32::new(0),
+            chanerr_int: AtomicU32::new(latched),
+            command: AtomicU16::new(POWER_ON_COMMAND),
+            devctl: AtomicU16::new(POWER_ON_DEVCTL),
+            exec: Mutex::new(()),
+            flr: AtomicBool::new(false),
+            rejected_writes: AtomicU64::new(0),
+            function_resets: AtomicU64::new(0),
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             doorbells: AtomicU64::new(0),
@@ -397,7 +650,7 @@ impl IoatModel {
         let thread = std::thread::Builder::new()
             .name(format!("ioat-model-{id}"))
             .spawn(move || {
-                Device::new(s.clone()).run();
+                Device::new(s.clone(), state).run();
                 s.running.store(false, Ordering::Release);
             })
             .expect("spawn the I/OAT model's device thread");
@@ -418,6 +671,13 @@ impl IoatModel {
     /// The register seam of this device.
     pub fn registers(&self) -> ModelRegisters {
         ModelRegisters {
+            shared: self.handle.shared.clone(),
+        }
+    }
+
+    /// The configuration space seam of this device.
+    pub fn pci_config(&self) -> ModelPci {
+        ModelPci {
             shared: self.handle.shared.clone(),
         }
     }
@@ -468,6 +728,16 @@ impl ModelHandle {
         self.shared.running.load(Ordering::Acquire)
     }
 
+    /// Whether bus mastering is on: the device may reach memory.
+    pub fn bus_master(&self) -> bool {
+        self.shared.bus_master()
+    }
+
+    /// CHANERR_INT as the device holds it (0 on a function without it).
+    pub fn chanerr_int(&self) -> u32 {
+        self.shared.chanerr_int.load(Ordering::Acquire)
+    }
+
     /// Fault injection.
     pub fn faults(&self) -> &Faults {
         &self.shared.faults
@@ -486,6 +756,8 @@ impl ModelHandle {
             completions: l(&s.completions),
             resets: l(&s.resets),
             halts: l(&s.halts),
+            rejected_writes: l(&s.rejected_writes),
+            function_resets: l(&s.function_resets),
         }
     }
 
@@ -555,6 +827,29 @@ impl Registers for ModelRegisters {
     }
 }
 
+/// The configuration space seam of a model device.
+pub struct ModelPci {
+    shared: Arc<Shared>,
+}
+
+impl PciConfig for ModelPci {
+    fn read16(&self, off: u64) -> u16 {
+        self.shared.config_read(16, off) as u16
+    }
+    fn read32(&self, off: u64) -> u32 {
+        self.shared.config_read(32, off) as u32
+    }
+    fn write16(&self, off: u64, v: u16) {
+        self.shared.config_write(16, off, v as u64)
+    }
+    fn write32(&self, off: u64, v: u32) {
+        self.shared.config_write(32, off, v as u64)
+    }
+    fn function_reset(&self) -> bool {
+        self.shared.function_reset()
+    }
+}
+
 /// What the device thread keeps between descriptors.
 struct Device {
     s: Arc<Shared>,
@@ -576,15 +871,32 @@ struct Device {
 type Fault = u32;
 
 impl Device {
-    fn new(s: Arc<Shared>) -> Device {
+    fn new(s: Arc<Shared>, state: u64) -> Device {
         Device {
             s,
             count: 0,
             next: None,
-            state: chansts::IDLE,
+            state,
             last: 0,
             last_written: 0,
         }
+    }
+
+    /// The channel's state after a reset: nothing fetched, IDLE, no
+    /// completed descriptor (`state` HALTED when CHANERR_INT holds it).
+    fn reset_state(&mut self, state: u64) {
+        self.count = 0;
+        self.next = None;
+        self.last = 0;
+        self.last_written = 0;
+        self.state = state;
+        self.publish();
+    }
+
+    /// Whether the device thread leaves `cmd` pending: a RESET that never
+    /// completes ([`Faults::never_reset`]).
+    fn ignores(&self, cmd: u8) -> bool {
+        cmd == chancmd::RESET && self.s.faults.reset_stuck.load(Ordering::Acquire)
     }
 
     fn publish(&self) {
@@ -599,14 +911,27 @@ impl Device {
             if self.s.stop.load(Ordering::Acquire) {
                 return;
             }
+            if self.s.flr.swap(false, Ordering::AcqRel) {
+                self.reset_state(chansts::IDLE);
+            }
             let cmd = self.s.chancmd.load(Ordering::Acquire);
-            if cmd != 0 {
-                self.command(cmd);
+            if cmd != 0 && !self.ignores(cmd) {
+                let s = self.s.clone();
+                let _exec = s.exec.lock().unwrap_or_else(PoisonError::into_inner);
+                // A function-level reset may have cleared it meanwhile.
+                if self.s.chancmd.load(Ordering::Acquire) == cmd {
+                    self.command(cmd);
+                }
                 idle_since = Instant::now();
                 continue;
             }
             if self.runnable() {
-                self.step();
+                let s = self.s.clone();
+                let _exec = s.exec.lock().unwrap_or_else(PoisonError::into_inner);
+                // Bus mastering may have gone off meanwhile.
+                if self.s.bus_master() {
+                    self.step();
+                }
                 idle_since = Instant::now();
                 continue;
             }
@@ -616,8 +941,10 @@ impl Device {
             }
             self.s.sleeping.store(true, Ordering::Relaxed);
             fence(Ordering::SeqCst);
+            let cmd = self.s.chancmd.load(Ordering::Acquire);
             if !self.s.stop.load(Ordering::Acquire)
-                && self.s.chancmd.load(Ordering::Acquire) == 0
+                && (cmd == 0 || self.ignores(cmd))
+                && !self.s.flr.load(Ordering::Acquire)
                 && !self.runnable()
             {
                 std::thread::park_timeout(Duration::from_millis(200));
@@ -628,6 +955,7 @@ impl Device {
 
     fn runnable(&self) -> bool {
         matches!(self.state, chansts::ACTIVE | chansts::IDLE)
+            && self.s.bus_master()
             && !self.s.faults.stall.load(Ordering::Acquire)
             && self.count != self.s.dmacount.load(Ordering::Acquire)
     }
@@ -635,21 +963,24 @@ impl Device {
     fn command(&mut self, cmd: u8) {
         match cmd {
             chancmd::RESET => {
-                let s = &self.s;
+                let s = self.s.clone();
                 s.chanerr.store(0, Ordering::Release);
                 s.chanctrl.store(0, Ordering::Release);
                 s.chainaddr.store(0, Ordering::Release);
                 s.chancmp.store(0, Ordering::Release);
                 s.dmacount.store(0, Ordering::Release);
                 s.faults.stall.store(false, Ordering::Release);
-                self.count = 0;
-                self.next = None;
-                self.last = 0;
-                self.last_written = 0;
-                self.state = chansts::IDLE;
-                self.publish();
+                // An error latched in CHANERR_INT keeps the channel halted
+                // until it is cleared (SPDK and Linux clear it first).
+                let latched = s.chanerr_int.load(Ordering::Acquire) != 0;
+                self.reset_state(if latched {
+                    chansts::HALTED
+                } else {
+                    chansts::IDLE
+                });
                 s.resets.fetch_add(1, Ordering::Relaxed);
             }
+            chancmd::SUSPEND if self.s.cfg.ignore_suspend => {}
             chancmd::SUSPEND => {
                 if matches!(self.state, chansts::ACTIVE | chansts::IDLE) {
                     self.state = chansts::SUSPENDED;
@@ -675,7 +1006,7 @@ impl Device {
 
     fn halt(&mut self, bits: u32) {
         let s = &self.s;
-        s.chanerr.fetch_or(bits, Ordering::AcqRel);
+        s.raise(bits);
         self.state = chansts::HALTED;
         s.halts.fetch_add(1, Ordering::Relaxed);
         self.publish();
@@ -750,14 +1081,16 @@ impl Device {
             return self.halt(bits);
         }
         self.next = Some(next);
-        self.last = addr;
+        if ctl & control::NULL == 0 || !self.s.cfg.hide_null_address {
+            self.last = addr;
+        }
         if self.count == self.s.dmacount.load(Ordering::Acquire) {
             self.state = chansts::IDLE;
         }
         self.s.descriptors.fetch_add(1, Ordering::Relaxed);
         self.publish();
         if ctl & control::COMPLETION_UPDATE != 0
-            && let Err(bits) = self.write_completion(addr | self.state)
+            && let Err(bits) = self.write_completion(self.last | self.state)
         {
             self.halt(bits);
         }

@@ -37,8 +37,11 @@ pub fn is_supported(vendor: u16, device: u16) -> bool {
 // Device registers (BAR0)
 // ---------------------------------------------------------------------------
 
-/// Channel count (8 bits).
+/// Channel count (8 bits): bits 4:0 are the count (Linux
+/// `ioat_enumerate_channels`).
 pub const CHANCNT: usize = 0x00;
+/// CHANCNT's valid bits.
+pub const CHANCNT_MASK: u8 = 0x1f;
 /// Transfer capacity (8 bits): bits 4:0 = log2(max transfer bytes); 0 = 4 GiB.
 pub const XFERCAP: usize = 0x01;
 /// General control (8 bits).
@@ -237,10 +240,43 @@ pub const CHANCMP_ALIGN: usize = 8;
 // PCI configuration space
 // ---------------------------------------------------------------------------
 
+/// The device id's offset in configuration space (16 bits).
+pub const PCI_DEVICE_ID: u64 = 0x02;
 /// The command register's offset in configuration space (16 bits).
 pub const PCI_COMMAND: u64 = 0x04;
 /// The command register's bus-master-enable bit.
 pub const PCI_COMMAND_BUS_MASTER: u16 = 1 << 2;
+/// The status register's offset in configuration space (16 bits).
+pub const PCI_STATUS: u64 = 0x06;
+/// The status register's "capabilities list" bit.
+pub const PCI_STATUS_CAP_LIST: u16 = 1 << 4;
+/// Where the first capability's offset sits (8 bits; the low two bits are
+/// reserved).
+pub const PCI_CAPABILITY_LIST: u64 = 0x34;
+/// The PCI Express capability's id.
+pub const PCI_CAP_ID_EXP: u8 = 0x10;
+/// Device Control, relative to the PCI Express capability (16 bits).
+pub const PCI_EXP_DEVCTL: u64 = 0x08;
+/// Device Control's "enable relaxed ordering" bit (Linux
+/// `PCI_EXP_DEVCTL_RELAX_EN`), which the driver clears as Linux
+/// `ioat3_dma_probe` does.
+pub const PCI_EXP_DEVCTL_RELAX_EN: u16 = 1 << 4;
+/// The internal channel error register (32 bits, write 1 to clear) of
+/// functions older than 3.3, and of Skylake-SP's (Linux
+/// `IOAT_PCI_CHANERR_INT_OFFSET`, SPDK `SPDK_IOAT_PCI_CHANERR_INT_OFFSET`).
+pub const CHANERR_INT: u64 = 0x180;
+/// The CBVER from which a function has no CHANERR_INT (3.3).
+pub const CBVER_NO_CHANERR_INT: u8 = 0x33;
+/// Skylake-SP's device id: it reports CBVER 3.3 but Linux `ioat_pci_probe`
+/// treats it as 3.2 (`is_skx_ioat`), so its CHANERR_INT is cleared too.
+pub const DEVICE_ID_SKX: u16 = 0x2021;
+
+/// Whether a function with this CBVER and device id has CHANERR_INT, to be
+/// cleared before each channel reset (SPDK `ioat_reset_hw`, Linux
+/// `ioat_reset_hw` with `ioat_pci_probe`'s version for SKX).
+pub const fn has_chanerr_int(cbver: u8, device_id: u16) -> bool {
+    cbver < CBVER_NO_CHANERR_INT || device_id == DEVICE_ID_SKX
+}
 
 // ---------------------------------------------------------------------------
 // Descriptors

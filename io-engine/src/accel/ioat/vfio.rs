@@ -29,6 +29,7 @@ use super::iova_map::IovaMap;
 use super::mapped_memory::MappedMemory;
 use super::registers::Registers;
 use super::spec;
+use super::vfio_config::VfioConfig;
 use super::window::Window;
 use crate::env::dma::DmaMapper;
 
@@ -192,6 +193,10 @@ pub trait VfioDeviceOps: Send + Sync {
     fn config_read16(&self, off: u64) -> u16;
     /// 16-bit write of PCI configuration space.
     fn config_write16(&self, off: u64, v: u16);
+    /// 32-bit read of PCI configuration space.
+    fn config_read32(&self, off: u64) -> u32;
+    /// 32-bit write of PCI configuration space.
+    fn config_write32(&self, off: u64, v: u32);
     /// BAR0, mapped.
     fn bar0(&self) -> Result<Box<dyn Registers>, VfioFailure>;
     /// Function-level reset, where the device has one.
@@ -259,7 +264,7 @@ impl DmaMapper for ContainerMapper {
 /// dropped (before the registration of the container's mapper goes: see
 /// [`IoatDevices::start`](super::IoatDevices::start)).
 struct Opened {
-    dev: Box<dyn VfioDeviceOps>,
+    dev: Arc<dyn VfioDeviceOps>,
 }
 
 impl Drop for Opened {
@@ -433,6 +438,7 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
                 continue;
             }
         };
+        let dev: Arc<dyn VfioDeviceOps> = Arc::from(dev);
         enable_bus_master(dev.as_ref());
         let regs = match dev.bar0() {
             Ok(r) => r,
@@ -456,6 +462,7 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
         hardware.push(Hardware {
             name: f.bdf.clone(),
             regs,
+            pci: Box::new(VfioConfig(dev.clone())),
             mem: Arc::new(MappedMemory::new(map.clone())),
             keep: Some(Box::new(Opened { dev })),
         });
@@ -522,23 +529,43 @@ impl VfioContainerOps for SystemContainer {
 
 struct SystemDevice(Arc<vfio_ioctls::VfioDevice>);
 
-impl VfioDeviceOps for SystemDevice {
-    fn config_read16(&self, off: u64) -> u16 {
-        let mut b = [0u8; 2];
+impl SystemDevice {
+    /// `N` bytes of configuration space at `off` (one access).
+    fn config_read<const N: usize>(&self, off: u64) -> [u8; N] {
+        let mut b = [0u8; N];
         self.0.region_read(
             vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX,
             &mut b,
             off,
         );
-        u16::from_le_bytes(b)
+        b
+    }
+
+    /// `b` written to configuration space at `off` (one access).
+    fn config_write(&self, off: u64, b: &[u8]) {
+        self.0.region_write(
+            vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX,
+            b,
+            off,
+        );
+    }
+}
+
+impl VfioDeviceOps for SystemDevice {
+    fn config_read16(&self, off: u64) -> u16 {
+        u16::from_le_bytes(self.config_read(off))
     }
 
     fn config_write16(&self, off: u64, v: u16) {
-        self.0.region_write(
-            vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX,
-            &v.to_le_bytes(),
-            off,
-        );
+        self.config_write(off, &v.to_le_bytes());
+    }
+
+    fn config_read32(&self, off: u64) -> u32 {
+        u32::from_le_bytes(self.config_read(off))
+    }
+
+    fn config_write32(&self, off: u64, v: u32) {
+        self.config_write(off, &v.to_le_bytes());
     }
 
     fn bar0(&self) -> Result<Box<dyn Registers>, VfioFailure> {
@@ -645,8 +672,9 @@ mod tests {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    use super::super::PciConfig;
     use super::super::driver::DriverConfig;
-    use super::super::model::{IoatModel, ModelConfig};
+    use super::super::model::{IoatModel, ModelConfig, PowerOn};
     use super::super::{IoatDevices, IoatOptions};
     use super::*;
     use crate::accel::{Accel, Module, Opcode, conformance};
@@ -742,6 +770,8 @@ mod tests {
         container: Option<Fail>,
         device: HashMap<&'static str, Fail>,
         bar0_fails: bool,
+        /// What the model devices behind it report.
+        model: ModelConfig,
         state: Arc<State>,
     }
 
@@ -752,6 +782,7 @@ mod tests {
                 container: None,
                 device: HashMap::new(),
                 bar0_fails: false,
+                model: ModelConfig::default(),
                 state: Arc::new(State::default()),
             }
         }
@@ -765,6 +796,7 @@ mod tests {
             Ok(Arc::new(FakeContainer {
                 device: self.device.clone(),
                 bar0_fails: self.bar0_fails,
+                model: self.model.clone(),
                 state: self.state.clone(),
             }))
         }
@@ -776,6 +808,7 @@ mod tests {
     struct FakeContainer {
         device: HashMap<&'static str, Fail>,
         bar0_fails: bool,
+        model: ModelConfig,
         state: Arc<State>,
     }
 
@@ -794,7 +827,14 @@ mod tests {
                 bdf: f.bdf.clone(),
                 bar0_fails: self.bar0_fails,
                 state: self.state.clone(),
-                model: IoatModel::with_map(ModelConfig::default(), self.state.iommu.clone()),
+                // The function's config space names its sysfs device id.
+                model: IoatModel::with_map(
+                    ModelConfig {
+                        device_id: f.device,
+                        ..self.model.clone()
+                    },
+                    self.state.iommu.clone(),
+                ),
             }))
         }
 
@@ -823,18 +863,32 @@ mod tests {
     }
 
     impl VfioDeviceOps for FakeDevice {
+        // The command register is the fake's (the tests look at it); the
+        // rest of configuration space is the model device's.
         fn config_read16(&self, off: u64) -> u16 {
-            assert_eq!(off, spec::PCI_COMMAND);
+            if off != spec::PCI_COMMAND {
+                return self.model.pci_config().read16(off);
+            }
             self.state.command.lock().unwrap()[&self.bdf]
         }
         fn config_write16(&self, off: u64, v: u16) {
-            assert_eq!(off, spec::PCI_COMMAND);
+            if off != spec::PCI_COMMAND {
+                return self.model.pci_config().write16(off, v);
+            }
             self.state.config_writes.fetch_add(1, Ordering::Relaxed);
             self.state
                 .command
                 .lock()
                 .unwrap()
                 .insert(self.bdf.clone(), v);
+        }
+        fn config_read32(&self, off: u64) -> u32 {
+            assert_ne!(off, spec::PCI_COMMAND);
+            self.model.pci_config().read32(off)
+        }
+        fn config_write32(&self, off: u64, v: u32) {
+            assert_ne!(off, spec::PCI_COMMAND);
+            self.model.pci_config().write32(off, v)
         }
         fn bar0(&self) -> Result<Box<dyn Registers>, VfioFailure> {
             if self.bar0_fails {
@@ -1075,6 +1129,41 @@ mod tests {
             ops.state.maps.load(Ordering::Relaxed),
             ops.state.unmaps.load(Ordering::Relaxed)
         );
+    }
+
+    #[test]
+    fn chanerr_int_and_device_control_go_through_the_vfio_config_region() {
+        // Version 3.2 functions that power on halted with an error latched
+        // in CHANERR_INT: they come up only if the driver clears it through
+        // the config region before the reset.
+        let t = two_functions();
+        let ops = FakeVfio {
+            model: ModelConfig {
+                cbver: 0x32,
+                power_on: PowerOn::Halted(spec::chanerr::SRC_ADDR),
+                ..ModelConfig::default()
+            },
+            ..FakeVfio::new()
+        };
+        let f = open_all(&t.sysfs(), &ops, &[]);
+        let pci: Vec<_> = f.hardware.iter().map(|h| h.pci.device_id()).collect();
+        assert_eq!(pci, vec![0x2021, 0x2021], "the device's config space");
+        let mapper = f.mapper.expect("a container mapper");
+        let devices = IoatDevices::new(f.hardware, &DriverConfig::default(), mapper, f.notes);
+        let mapping = register_mapper(devices.mapper());
+        let ioat = devices.start(mapping);
+        assert_eq!(ioat.channels(), 2, "{:?}", ioat.notes());
+        // Turning bus mastering off goes through the command register.
+        let dev = FakeDevice {
+            bdf: "0000:00:04.0".into(),
+            bar0_fails: false,
+            state: ops.state.clone(),
+            model: IoatModel::new(ModelConfig::default()),
+        };
+        let cfg = VfioConfig(Arc::new(dev));
+        cfg.set_bus_master(false);
+        assert_eq!(ops.state.command.lock().unwrap()["0000:00:04.0"], 0x0002);
+        assert!(!cfg.function_reset(), "a VFIO reset cannot be confirmed");
     }
 
     #[test]

@@ -21,6 +21,8 @@ use crate::accel::conformance::{self, Arena, Recorder};
 use crate::accel::{Accel, AccelChannel, Completion, Module, Opcode, Status};
 use crate::env::dma::{DmaRegion, HugepagePolicy, MapperRegistration, register_mapper};
 
+mod bringup;
+
 fn cfg(ring: u32) -> DriverConfig {
     DriverConfig {
         ring_size: ring,
@@ -92,54 +94,94 @@ fn bring_up_follows_the_reference_sequence() {
     h.record(false);
     let log = h.log();
     let c = spec::channel_base(0);
+    let devctl = 0x40 + spec::PCI_EXP_DEVCTL as usize;
     // The accesses that matter, in order (CHANSTS and CHANCMD polls
-    // between them are allowed).
-    let want: Vec<(bool, usize, Option<u64>)> = vec![
-        (false, spec::CBVER, None),
-        (false, spec::DMACAPABILITY, None),
-        (false, spec::XFERCAP, None),
-        (false, c + chan::CHANSTS, None),
-        (true, c + chan::CHANCMD, Some(chancmd::SUSPEND as u64)),
-        (false, c + chan::CHANERR, None),
-        (true, c + chan::CHANERR, Some(0)),
-        (true, c + chan::CHANCMD, Some(chancmd::RESET as u64)),
-        (false, c + chan::CHANCMD, None),
+    // between them are allowed); `true` first: in configuration space.
+    let want: Vec<(bool, bool, usize, Option<u64>)> = vec![
+        (false, false, spec::CBVER, None),
+        (false, false, spec::CHANCNT, None),
+        (false, false, spec::DMACAPABILITY, None),
+        (false, false, spec::XFERCAP, None),
+        // Relaxed ordering off (Linux `ioat3_dma_probe`), read back.
+        (true, false, spec::PCI_STATUS as usize, None),
+        (true, false, spec::PCI_CAPABILITY_LIST as usize, None),
+        (true, false, 0x40, None),
+        (true, false, devctl, None),
+        (true, true, devctl, Some(0x2800)),
+        (true, false, devctl, None),
+        (true, false, spec::PCI_DEVICE_ID as usize, None),
+        (false, false, c + chan::CHANSTS, None),
         (
+            false,
+            true,
+            c + chan::CHANCMD,
+            Some(chancmd::SUSPEND as u64),
+        ),
+        (false, false, c + chan::CHANERR, None),
+        (false, true, c + chan::CHANERR, Some(0)),
+        (false, true, c + chan::CHANCMD, Some(chancmd::RESET as u64)),
+        (false, false, c + chan::CHANCMD, None),
+        (
+            false,
             true,
             c + chan::CHANCTRL,
             Some(chanctrl::ANY_ERR_ABORT_EN as u64),
         ),
-        (true, c + chan::CHANCMP, None),
-        (true, c + chan::CHAINADDR, None),
-        (true, c + chan::DMACOUNT, Some(1)),
-        (false, c + chan::CHANSTS, None),
+        // 64-bit registers as 32-bit halves, low then high (Linux).
+        (false, true, c + chan::CHANCMP, None),
+        (false, true, c + chan::CHANCMP + 4, None),
+        (false, true, c + chan::CHAINADDR, None),
+        (false, true, c + chan::CHAINADDR + 4, None),
+        (false, true, c + chan::DMACOUNT, Some(1)),
+        (false, false, c + chan::CHANSTS, None),
     ];
     let mut it = log.iter();
-    for (write, off, value) in &want {
-        let found = it
-            .by_ref()
-            .any(|a| a.write == *write && a.off == *off && value.is_none_or(|v| a.value == v));
+    for (config, write, off, value) in &want {
+        let found = it.by_ref().any(|a| {
+            a.config == *config
+                && a.write == *write
+                && a.off == *off
+                && value.is_none_or(|v| a.value == v)
+        });
         assert!(
             found,
-            "no {write} at {off:#x} ({value:?}) in order in {log:#?}"
+            "no {write} at {off:#x} ({value:?}, config {config}) in order in {log:#?}"
         );
     }
     // Nothing but polls after the doorbell.
     for a in it {
         assert!(!a.write, "unexpected write after bring-up: {a:?}");
     }
-    let writes: Vec<_> = log.iter().filter(|a| a.write).collect();
-    assert_eq!(writes.len(), 7, "{writes:#?}");
-    let chancmp = log
+    // Exactly these writes, in this order.
+    let writes: Vec<_> = log
         .iter()
-        .find(|a| a.write && a.off == c + chan::CHANCMP)
-        .unwrap()
-        .value;
-    let chainaddr = log
-        .iter()
-        .find(|a| a.write && a.off == c + chan::CHAINADDR)
-        .unwrap()
-        .value;
+        .filter(|a| a.write)
+        .map(|a| (a.config, a.width, a.off))
+        .collect();
+    assert_eq!(
+        writes,
+        vec![
+            (true, 16, devctl),
+            (false, 8, c + chan::CHANCMD),
+            (false, 32, c + chan::CHANERR),
+            (false, 8, c + chan::CHANCMD),
+            (false, 16, c + chan::CHANCTRL),
+            (false, 32, c + chan::CHANCMP),
+            (false, 32, c + chan::CHANCMP + 4),
+            (false, 32, c + chan::CHAINADDR),
+            (false, 32, c + chan::CHAINADDR + 4),
+            (false, 16, c + chan::DMACOUNT),
+        ],
+        "{log:#?}"
+    );
+    let half = |off: usize| {
+        log.iter()
+            .find(|a| a.write && !a.config && a.off == off)
+            .unwrap()
+            .value
+    };
+    let chancmp = half(c + chan::CHANCMP) | half(c + chan::CHANCMP + 4) << 32;
+    let chainaddr = half(c + chan::CHAINADDR) | half(c + chan::CHAINADDR + 4) << 32;
     assert_eq!(chainaddr % 64, 0);
     assert_eq!(chancmp % 8, 0);
     assert_eq!(
@@ -207,6 +249,7 @@ fn a_device_that_never_resets_times_out_with_a_message() {
         fn read8(&self, off: usize) -> u8 {
             match off {
                 spec::CBVER => 0x33,
+                spec::CHANCNT => 1,
                 spec::XFERCAP => 20,
                 o if o == spec::channel_base(0) + chan::CHANCMD => chancmd::RESET,
                 _ => 0,
@@ -232,6 +275,7 @@ fn a_device_that_never_resets_times_out_with_a_message() {
     let hw = Hardware {
         name: "stuck".into(),
         regs: Box::new(Stuck),
+        pci: Box::new(m.pci_config()),
         mem: Arc::new(m.memory()),
         keep: None,
     };
@@ -258,6 +302,7 @@ fn a_device_that_never_resets_times_out_with_a_message() {
         vec![Hardware {
             name: "stuck".into(),
             regs: Box::new(Stuck),
+            pci: Box::new(m.pci_config()),
             mem: Arc::new(m.memory()),
             keep: None,
         }],
@@ -603,6 +648,7 @@ fn requests_split_at_iova_discontinuities() {
     let hw = Hardware {
         name: m.name(),
         regs: Box::new(m.registers()),
+        pci: Box::new(m.pci_config()),
         mem: mem.clone(),
         keep: Some(Box::new(m)),
     };

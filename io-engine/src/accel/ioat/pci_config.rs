@@ -1,0 +1,70 @@
+//! [`PciConfig`]: the seam through which the channel driver reaches its
+//! function's PCI configuration space (the VFIO device's config region, the
+//! model's config space): CHANERR_INT, the PCI Express Device Control
+//! register, and the means to stop the function's DMA when a channel reset
+//! does not complete.
+//!
+//! Thread: the thread that holds the channel (the one that starts it, then
+//! the reactor that uses it).
+
+use super::spec;
+
+/// A PCI function's configuration space.
+///
+/// Offsets are bytes from the start of configuration space; every call is
+/// one access of that width.
+pub trait PciConfig: Send {
+    /// 16-bit read at `off`.
+    fn read16(&self, off: u64) -> u16;
+    /// 32-bit read at `off`.
+    fn read32(&self, off: u64) -> u32;
+    /// 16-bit write at `off`.
+    fn write16(&self, off: u64, v: u16);
+    /// 32-bit write at `off`.
+    fn write32(&self, off: u64, v: u32);
+
+    /// The function's device id.
+    fn device_id(&self) -> u16 {
+        self.read16(spec::PCI_DEVICE_ID)
+    }
+
+    /// Resets the whole function (a function-level reset), which stops its
+    /// DMA. True only when the reset is known to have been done; false when
+    /// the function has none or it cannot be confirmed.
+    fn function_reset(&self) -> bool;
+
+    /// Sets or clears bus master enable in the command register; the
+    /// caller reads it back to see whether it took.
+    fn set_bus_master(&self, on: bool) {
+        let cmd = self.read16(spec::PCI_COMMAND);
+        let want = if on {
+            cmd | spec::PCI_COMMAND_BUS_MASTER
+        } else {
+            cmd & !spec::PCI_COMMAND_BUS_MASTER
+        };
+        if want != cmd {
+            self.write16(spec::PCI_COMMAND, want);
+        }
+    }
+}
+
+/// The offset of the capability `id` in `cfg`'s capability list, if it has
+/// one (the walk of Linux `pci_find_capability`, bounded as its
+/// `PCI_FIND_CAP_TTL` bounds it).
+pub fn find_capability(cfg: &dyn PciConfig, id: u8) -> Option<u64> {
+    if cfg.read16(spec::PCI_STATUS) & spec::PCI_STATUS_CAP_LIST == 0 {
+        return None;
+    }
+    let mut at = (cfg.read16(spec::PCI_CAPABILITY_LIST) & 0xfc) as u64;
+    for _ in 0..48 {
+        if at < 0x40 {
+            return None;
+        }
+        let header = cfg.read16(at);
+        if header & 0xff == id as u16 {
+            return Some(at);
+        }
+        at = ((header >> 8) & 0xfc) as u64;
+    }
+    None
+}
