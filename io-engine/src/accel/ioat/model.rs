@@ -42,12 +42,14 @@
 //! - What the model does not do: interrupts, DCA, XOR/PQ/CRC, page-break
 //!   and snoop bits (ignored), CHANERRMASK (stored, not applied), timing.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use super::identity_mapper::IdentityMapper;
+use super::iova_guard::IovaGuard;
 use super::iova_map::IovaMap;
 use super::mapped_memory::MappedMemory;
 use super::registers::Registers;
@@ -97,6 +99,12 @@ pub struct ModelCounters {
     pub resets: u64,
     /// Halts (errors and aborts).
     pub halts: u64,
+    /// Descriptors started (fetched for execution, errors included).
+    pub started: u64,
+    /// Descriptors whose memory, when executed, differed from what the
+    /// device had prefetched (the driver wrote a slot it had handed over):
+    /// 0 for a correct driver.
+    pub prefetch_mismatches: u64,
 }
 
 /// One register access, as recorded for the bring-up test.
@@ -140,6 +148,19 @@ pub struct Faults {
     /// Corrupt the completion write with this number (0: none).
     corrupt_at: AtomicU64,
     corrupt_wild: AtomicBool,
+    /// Hold each completion write (and the data of the descriptors it
+    /// covers) back until this many more descriptors have run, or until
+    /// CHANSTS has been read since (0: write at once).
+    hold: AtomicU64,
+    /// CHANSTS reads so far (counted by the register file).
+    status_reads: AtomicU64,
+    /// Nanoseconds each data descriptor takes (0: no delay).
+    slow_ns: AtomicU64,
+    /// The device runs descriptors only when [`ModelHandle::step`] asks.
+    manual: AtomicBool,
+    step_req: AtomicU64,
+    step_ack: AtomicU64,
+    step_did: AtomicBool,
 }
 
 impl Faults {
@@ -164,11 +185,37 @@ impl Faults {
         );
     }
 
-    /// Stops injecting failures.
+    /// Stops injecting failures (held completions are written, slow
+    /// descriptors run at full speed again; manual stepping stays).
     pub fn clear(&self) {
         self.fail_at.store(0, Ordering::Release);
         self.corrupt_at.store(0, Ordering::Release);
         self.stall.store(false, Ordering::Release);
+        self.hold.store(0, Ordering::Release);
+        self.slow_ns.store(0, Ordering::Release);
+    }
+
+    /// Each completion write is held back until `n` more descriptors have
+    /// run or CHANSTS has been read after it, whichever comes first; the
+    /// data of the descriptors it covers becomes visible only then, while
+    /// CHANSTS names each descriptor as soon as it starts. (A device may
+    /// post its writes late; only the completion write orders them.) 0
+    /// writes at once again.
+    pub fn hold_completions(&self, n: u64) {
+        self.hold.store(n, Ordering::Release);
+    }
+
+    /// Slow but alive: every data descriptor takes `per_descriptor` (the
+    /// device holds its IOVA map meanwhile, as a long transfer would).
+    pub fn slow(&self, per_descriptor: Duration) {
+        self.slow_ns
+            .store(per_descriptor.as_nanos() as u64, Ordering::Release);
+    }
+
+    /// Manual stepping: the device runs nothing (commands excepted) until
+    /// [`ModelHandle::step`] asks for one step.
+    pub fn manual(&self, on: bool) {
+        self.manual.store(on, Ordering::Release);
     }
 
     /// The channel stops fetching descriptors (it stays ACTIVE) until a
@@ -212,6 +259,8 @@ struct Shared {
     completions: AtomicU64,
     resets: AtomicU64,
     halts: AtomicU64,
+    started: AtomicU64,
+    mismatches: AtomicU64,
     recording: AtomicBool,
     log: Mutex<Vec<Access>>,
     faults: Faults,
@@ -285,7 +334,10 @@ impl Shared {
     fn read64(&self, off: usize) -> Option<u64> {
         const C: usize = spec::channel_base(0);
         match off {
-            o if o == C + chan::CHANSTS => Some(self.chansts.load(Ordering::Acquire)),
+            o if o == C + chan::CHANSTS => {
+                self.faults.status_reads.fetch_add(1, Ordering::AcqRel);
+                Some(self.chansts.load(Ordering::Acquire))
+            }
             o if o == C + chan::CHAINADDR => Some(self.chainaddr.load(Ordering::Acquire)),
             o if o == C + chan::CHANCMP => Some(self.chancmp.load(Ordering::Acquire)),
             _ => None,
@@ -385,6 +437,8 @@ impl IoatModel {
             completions: AtomicU64::new(0),
             resets: AtomicU64::new(0),
             halts: AtomicU64::new(0),
+            started: AtomicU64::new(0),
+            mismatches: AtomicU64::new(0),
             recording: AtomicBool::new(false),
             log: Mutex::new(Vec::new()),
             faults: Faults::default(),
@@ -473,6 +527,24 @@ impl ModelHandle {
         &self.shared.faults
     }
 
+    /// With [`Faults::manual`] on: has the device take one step (a held
+    /// completion written, else one descriptor run) and waits until it has.
+    /// Returns whether there was a step to take. The device thread takes
+    /// it; the caller's view of memory and registers afterwards is the
+    /// device's.
+    pub fn step(&self) -> bool {
+        let f = &self.shared.faults;
+        let n = f.step_req.fetch_add(1, Ordering::AcqRel) + 1;
+        self.shared.wake();
+        while f.step_ack.load(Ordering::Acquire) != n {
+            if !self.thread_running() {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+        f.step_did.load(Ordering::Acquire)
+    }
+
     /// The counters now.
     pub fn counters(&self) -> ModelCounters {
         let s = &self.shared;
@@ -486,6 +558,8 @@ impl ModelHandle {
             completions: l(&s.completions),
             resets: l(&s.resets),
             halts: l(&s.halts),
+            started: l(&s.started),
+            prefetch_mismatches: l(&s.mismatches),
         }
     }
 
@@ -570,10 +644,73 @@ struct Device {
     last: u64,
     /// The last value written to the completion word.
     last_written: u64,
+    /// Descriptors handed over (up to DMACOUNT) and read ahead, in chain
+    /// order, with their 64 bytes as read then.
+    prefetched: VecDeque<(u64, [u8; spec::DESC_SIZE])>,
+    /// Writes done but not visible yet (held completions), in order.
+    pending: VecDeque<Pending>,
+    /// Descriptors run since the device started.
+    executed: u64,
+}
+
+/// A write the device has made but not yet made visible
+/// ([`Faults::hold_completions`]).
+enum Pending {
+    /// A copy's bytes, read from the source when the descriptor ran.
+    Copy { dst: u64, data: Vec<u8> },
+    /// A fill.
+    Fill { dst: u64, len: usize, pattern: u64 },
+    /// A completion write, held since `at` descriptors had run and CHANSTS
+    /// had been read `reads` times.
+    Word { value: u64, at: u64, reads: u64 },
 }
 
 /// Why a descriptor could not be executed: CHANERR bits.
 type Fault = u32;
+
+/// Writes `len` bytes of the 64-bit `pattern` at `to`.
+///
+/// # Safety
+///
+/// `to..to + len` is writable memory inside a window of the device's
+/// address space, held (an [`IovaGuard`]) while this runs.
+unsafe fn fill(to: *mut u8, len: usize, pattern: u64) {
+    let pattern = pattern.to_le_bytes();
+    if pattern.iter().all(|&b| b == pattern[0]) {
+        // SAFETY: `len` bytes inside the mapped destination (the caller's
+        // contract).
+        unsafe { std::ptr::write_bytes(to, pattern[0], len) };
+    } else {
+        for i in 0..len {
+            // SAFETY: i < len, inside the mapped destination.
+            unsafe { to.add(i).write(pattern[i % 8]) };
+        }
+    }
+}
+
+/// The 64 bytes of the descriptor at `p`.
+///
+/// # Safety
+///
+/// `p` is 64 readable, 8-aligned bytes inside a window held by the caller.
+unsafe fn read_descriptor(p: *const u8) -> [u8; spec::DESC_SIZE] {
+    let mut d = [0u8; spec::DESC_SIZE];
+    for (k, chunk) in d.chunks_exact_mut(8).enumerate() {
+        // SAFETY: k < 8, inside the 64 bytes (the caller's contract);
+        // volatile: the driver writes descriptors with volatile stores.
+        let v = unsafe { p.add(8 * k).cast::<u64>().read_volatile() };
+        chunk.copy_from_slice(&v.to_le_bytes());
+    }
+    d
+}
+
+fn field32(d: &[u8; spec::DESC_SIZE], off: usize) -> u32 {
+    u32::from_le_bytes(d[off..off + 4].try_into().expect("4 bytes"))
+}
+
+fn field64(d: &[u8; spec::DESC_SIZE], off: usize) -> u64 {
+    u64::from_le_bytes(d[off..off + 8].try_into().expect("8 bytes"))
+}
 
 impl Device {
     fn new(s: Arc<Shared>) -> Device {
@@ -584,6 +721,9 @@ impl Device {
             state: chansts::IDLE,
             last: 0,
             last_written: 0,
+            prefetched: VecDeque::new(),
+            pending: VecDeque::new(),
+            executed: 0,
         }
     }
 
@@ -601,13 +741,32 @@ impl Device {
             }
             let cmd = self.s.chancmd.load(Ordering::Acquire);
             if cmd != 0 {
+                // Writes already made land before a command takes effect.
+                self.settle();
                 self.command(cmd);
+                if matches!(cmd, chancmd::RESET | chancmd::ABORT) {
+                    self.prefetched.clear();
+                }
                 idle_since = Instant::now();
                 continue;
             }
-            if self.runnable() {
-                self.step();
+            let s = self.s.clone();
+            let f = &s.faults;
+            if f.manual.load(Ordering::Acquire) {
+                let req = f.step_req.load(Ordering::Acquire);
+                if req != f.step_ack.load(Ordering::Acquire) {
+                    let did = self.act();
+                    f.step_did.store(did, Ordering::Release);
+                    f.step_ack.store(req, Ordering::Release);
+                    idle_since = Instant::now();
+                    continue;
+                }
+            } else if self.act() {
                 idle_since = Instant::now();
+                continue;
+            } else if !self.pending.is_empty() {
+                // A held completion waits for a CHANSTS read: keep looking.
+                std::thread::yield_now();
                 continue;
             }
             if idle_since.elapsed() < self.s.cfg.spin {
@@ -616,13 +775,31 @@ impl Device {
             }
             self.s.sleeping.store(true, Ordering::Relaxed);
             fence(Ordering::SeqCst);
+            let f = &self.s.faults;
+            let asked = f.manual.load(Ordering::Acquire)
+                && f.step_req.load(Ordering::Acquire) != f.step_ack.load(Ordering::Acquire);
             if !self.s.stop.load(Ordering::Acquire)
                 && self.s.chancmd.load(Ordering::Acquire) == 0
+                && !asked
                 && !self.runnable()
             {
                 std::thread::park_timeout(Duration::from_millis(200));
             }
             self.s.sleeping.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// One step: a held completion that is due, else one descriptor.
+    /// Returns whether there was one.
+    fn act(&mut self) -> bool {
+        if self.release_due() {
+            self.release(false);
+            true
+        } else if self.runnable() {
+            self.step();
+            true
+        } else {
+            false
         }
     }
 
@@ -674,22 +851,101 @@ impl Device {
     }
 
     fn halt(&mut self, bits: u32) {
-        let s = &self.s;
+        let s = self.s.clone();
         s.chanerr.fetch_or(bits, Ordering::AcqRel);
         self.state = chansts::HALTED;
+        self.prefetched.clear();
         s.halts.fetch_add(1, Ordering::Relaxed);
-        self.publish();
+        let map = s.map.clone();
+        let g = map.read();
+        // Writes made before the error land first.
+        self.release_in(&g, true);
+        // With ERR_COMPLETION_EN the completion word says HALTED and names
+        // the last completed descriptor (Linux's `ioat_eh` reads it).
         if s.chanctrl.load(Ordering::Acquire) & chanctrl::ERR_COMPLETION_EN != 0 {
-            let _ = self.write_completion(self.last | chansts::HALTED);
+            let _ = self.write_completion(&g, self.last | chansts::HALTED);
+        }
+        self.publish();
+    }
+
+    /// Whether the oldest held completion is due: its hold is over, or
+    /// CHANSTS was read after it.
+    fn release_due(&self) -> bool {
+        let f = &self.s.faults;
+        let hold = f.hold.load(Ordering::Acquire);
+        self.pending.iter().any(|p| match p {
+            Pending::Word { at, reads, .. } => {
+                hold == 0
+                    || self.executed - at >= hold
+                    || f.status_reads.load(Ordering::Acquire) > *reads
+            }
+            _ => false,
+        })
+    }
+
+    /// Makes held writes visible: through the oldest held completion, or
+    /// (`all`) every one.
+    fn release(&mut self, all: bool) {
+        let map = self.s.map.clone();
+        let g = map.read();
+        self.release_in(&g, all);
+    }
+
+    fn release_in(&mut self, g: &IovaGuard, all: bool) {
+        while let Some(p) = self.pending.pop_front() {
+            let ok = match p {
+                Pending::Copy { dst, data } => match g.resolve(dst, data.len() as u64) {
+                    Some(to) => {
+                        // SAFETY: `data.len()` bytes inside a window held
+                        // by `g`; `data` is the device's own buffer.
+                        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), to, data.len()) };
+                        true
+                    }
+                    None => false,
+                },
+                Pending::Fill { dst, len, pattern } => match g.resolve(dst, len as u64) {
+                    Some(to) => {
+                        // SAFETY: `len` bytes inside a window held by `g`.
+                        unsafe { fill(to, len, pattern) };
+                        true
+                    }
+                    None => false,
+                },
+                Pending::Word { value, .. } => {
+                    let ok = self.write_completion(g, value).is_ok();
+                    if !all {
+                        if !ok {
+                            self.s
+                                .chanerr
+                                .fetch_or(chanerr::COMPLETION_ADDR, Ordering::AcqRel);
+                        }
+                        return;
+                    }
+                    ok
+                }
+            };
+            if !ok {
+                // Unmapped since the descriptor ran: the write is lost.
+                self.s
+                    .chanerr
+                    .fetch_or(chanerr::WRITE_DATA, Ordering::AcqRel);
+            }
         }
     }
 
-    fn write_completion(&mut self, v: u64) -> Result<(), Fault> {
+    /// Makes every held write visible (before a command, a halt).
+    fn settle(&mut self) {
+        if !self.pending.is_empty() {
+            self.release(true);
+        }
+    }
+
+    fn write_completion(&mut self, g: &IovaGuard, v: u64) -> Result<(), Fault> {
         let cmp = self.s.chancmp.load(Ordering::Acquire);
         if !cmp.is_multiple_of(spec::CHANCMP_ALIGN as u64) {
             return Err(chanerr::COMPLETION_ADDR);
         }
-        let p = self.s.map.resolve(cmp, 8).ok_or(chanerr::COMPLETION_ADDR)?;
+        let p = g.resolve(cmp, 8).ok_or(chanerr::COMPLETION_ADDR)?;
         let f = &self.s.faults;
         let n = f.written.fetch_add(1, Ordering::Relaxed) + 1;
         let mut value = v;
@@ -702,68 +958,157 @@ impl Device {
             };
         }
         // SAFETY: `p` is 8 bytes inside a window of the device's address
-        // space (resolve checked it), 8-aligned (windows start on page
-        // boundaries and CHANCMP is 8-aligned); the driver reads it only
-        // atomically.
+        // space held by `g`, 8-aligned (windows start on page boundaries
+        // and CHANCMP is 8-aligned); the driver reads it only atomically.
         unsafe { AtomicU64::from_ptr(p.cast::<u64>()) }.store(value, Ordering::Release);
         self.last_written = v;
         self.s.completions.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Fetches and executes one descriptor.
+    /// Fetches and executes one descriptor, holding the IOVA map
+    /// throughout (an unmap waits for it); halts on an error.
     fn step(&mut self) {
+        let map = self.s.map.clone();
+        let result = {
+            let g = map.read();
+            self.step_in(&g)
+        };
+        if let Err(bits) = result {
+            self.halt(bits);
+        }
+    }
+
+    /// Reads ahead every descriptor handed over (up to DMACOUNT) from
+    /// `addr` on that is not read yet, as a device prefetches; stops at an
+    /// address it cannot read (the error comes when the chain gets there).
+    fn prefetch(&mut self, g: &IovaGuard, addr: u64) {
+        if self.prefetched.front().is_some_and(|(a, _)| *a != addr) {
+            self.prefetched.clear();
+        }
+        let handed = self
+            .s
+            .dmacount
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.count) as usize;
+        while self.prefetched.len() < handed {
+            let at = match self.prefetched.back() {
+                Some((_, d)) => field64(d, desc::NEXT),
+                None => addr,
+            };
+            if !at.is_multiple_of(spec::DESC_SIZE as u64) {
+                break;
+            }
+            let Some(p) = g.resolve(at, spec::DESC_SIZE as u64) else {
+                break;
+            };
+            // SAFETY: 64 bytes inside a window `g` holds, 64-aligned.
+            let d = unsafe { read_descriptor(p) };
+            self.prefetched.push_back((at, d));
+        }
+    }
+
+    fn step_in(&mut self, g: &IovaGuard) -> Result<(), Fault> {
         let (addr, first) = match self.next {
             Some(a) => (a, false),
             None => (self.s.chainaddr.load(Ordering::Acquire), true),
         };
         if !addr.is_multiple_of(spec::DESC_SIZE as u64) {
-            return self.halt(if first {
+            return Err(if first {
                 chanerr::CHAIN_ADDR_VALUE
             } else {
                 chanerr::NEXT_DESC_ALIGN
             });
         }
-        let Some(d) = self.s.map.resolve(addr, spec::DESC_SIZE as u64) else {
-            return self.halt(if first {
+        let Some(p) = g.resolve(addr, spec::DESC_SIZE as u64) else {
+            return Err(if first {
                 chanerr::CHAIN_ADDR_VALUE
             } else {
                 chanerr::NEXT_DESC_ADDR
             });
         };
-        // SAFETY: `d` is 64 bytes inside a mapped window (resolve), 64-byte
-        // aligned (windows are page aligned, addr is 64-aligned); the
-        // driver finished writing it before the DMACOUNT store this thread
-        // acquired, and reads here are volatile.
-        let (size, ctl, src, dst, next) = unsafe {
-            (
-                d.add(desc::SIZE).cast::<u32>().read_volatile(),
-                d.add(desc::CONTROL).cast::<u32>().read_volatile(),
-                d.add(desc::SRC).cast::<u64>().read_volatile(),
-                d.add(desc::DST).cast::<u64>().read_volatile(),
-                d.add(desc::NEXT).cast::<u64>().read_volatile(),
-            )
+        self.prefetch(g, addr);
+        // SAFETY: 64 bytes inside a window `g` holds, 64-aligned; the
+        // driver finished writing them before the DMACOUNT store this
+        // thread acquired.
+        let now = unsafe { read_descriptor(p) };
+        // The device runs what it read ahead; a slot rewritten since was
+        // written while the device could have had it.
+        let d = match self.prefetched.pop_front() {
+            Some((a, d)) if a == addr => {
+                if d != now {
+                    self.s.mismatches.fetch_add(1, Ordering::Relaxed);
+                }
+                d
+            }
+            _ => now,
         };
+        let (size, ctl) = (field32(&d, desc::SIZE), field32(&d, desc::CONTROL));
+        let (src, dst, next) = (
+            field64(&d, desc::SRC),
+            field64(&d, desc::DST),
+            field64(&d, desc::NEXT),
+        );
+        let s = self.s.clone();
+        let f = &s.faults;
+        let held = f.hold.load(Ordering::Acquire) > 0;
         self.count = self.count.wrapping_add(1);
         self.state = chansts::ACTIVE;
-        if let Err(bits) = self.execute(size, ctl, src, dst) {
-            return self.halt(bits);
+        self.s.started.fetch_add(1, Ordering::Relaxed);
+        if held {
+            // CHANSTS names the descriptor as soon as it starts.
+            self.s.chansts.store(addr | self.state, Ordering::Release);
+        }
+        let abort = self.s.chanctrl.load(Ordering::Acquire) & chanctrl::ANY_ERR_ABORT_EN != 0;
+        if let Err(bits) = self.execute(g, size, ctl, src, dst, held) {
+            if abort {
+                return Err(bits);
+            }
+            // Without ANY_ERR_ABORT_EN the error is latched in CHANERR and
+            // the descriptor counts as done, without its transfer.
+            self.s.chanerr.fetch_or(bits, Ordering::AcqRel);
         }
         self.next = Some(next);
         self.last = addr;
+        self.executed += 1;
         if self.count == self.s.dmacount.load(Ordering::Acquire) {
             self.state = chansts::IDLE;
         }
-        self.s.descriptors.fetch_add(1, Ordering::Relaxed);
-        self.publish();
-        if ctl & control::COMPLETION_UPDATE != 0
-            && let Err(bits) = self.write_completion(addr | self.state)
-        {
-            self.halt(bits);
+        if ctl & control::COMPLETION_UPDATE != 0 {
+            let value = addr | self.state;
+            if held {
+                self.pending.push_back(Pending::Word {
+                    value,
+                    at: self.executed,
+                    reads: f.status_reads.load(Ordering::Acquire),
+                });
+            } else if let Err(bits) = self.write_completion(g, value) {
+                if abort {
+                    return Err(bits);
+                }
+                self.s.chanerr.fetch_or(bits, Ordering::AcqRel);
+            }
         }
+        // The completion word first, then CHANSTS: a CHANSTS that shows a
+        // descriptor done never precedes its completion write (unless held).
+        self.publish();
+        self.s.descriptors.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
-    fn execute(&self, size: u32, ctl: u32, src: u64, dst: u64) -> Result<(), Fault> {
+    fn execute(
+        &mut self,
+        g: &IovaGuard,
+        size: u32,
+        ctl: u32,
+        src: u64,
+        dst: u64,
+        defer: bool,
+    ) -> Result<(), Fault> {
+        // A null descriptor of size 0 is a length error too.
+        if size == 0 {
+            return Err(chanerr::LENGTH);
+        }
         if ctl & control::NULL != 0 {
             self.s.nulls.fetch_add(1, Ordering::Relaxed);
             return Ok(());
@@ -777,38 +1122,47 @@ impl Device {
             return Err(f.fail_bits.load(Ordering::Relaxed));
         }
         let max = spec::max_transfer(self.s.cfg.xfercap).unwrap_or(4096);
-        if size == 0 || size as u64 > max {
+        if size as u64 > max {
             return Err(chanerr::LENGTH);
         }
+        let slow = f.slow_ns.load(Ordering::Acquire);
+        if slow > 0 {
+            // A long transfer: the IOVA map stays held meanwhile.
+            std::thread::sleep(Duration::from_nanos(slow));
+        }
         let len = size as usize;
-        let to = self
-            .s
-            .map
-            .resolve(dst, size as u64)
-            .ok_or(chanerr::DEST_ADDR)?;
+        let to = g.resolve(dst, size as u64).ok_or(chanerr::DEST_ADDR)?;
         match control::op(ctl) {
             op::COPY => {
-                let from = self
-                    .s
-                    .map
-                    .resolve(src, size as u64)
-                    .ok_or(chanerr::SRC_ADDR)?;
-                // SAFETY: both ranges lie inside mapped windows (resolve);
-                // the submitter keeps them valid and untouched while the
-                // task is in flight (the accel contract). `copy` tolerates
-                // overlap, which a device would not promise either.
-                unsafe { std::ptr::copy(from, to, len) };
+                let from = g.resolve(src, size as u64).ok_or(chanerr::SRC_ADDR)?;
+                if defer {
+                    let mut data = vec![0u8; len];
+                    // SAFETY: `len` bytes inside a window `g` holds; the
+                    // submitter keeps the source valid while the task is
+                    // in flight (the accel contract).
+                    unsafe { std::ptr::copy(from, data.as_mut_ptr(), len) };
+                    self.pending.push_back(Pending::Copy { dst, data });
+                } else {
+                    // SAFETY: both ranges lie inside windows `g` holds
+                    // (no unmap can remove them before this returns); the
+                    // submitter keeps them valid and untouched while the
+                    // task is in flight (the accel contract). `copy`
+                    // tolerates overlap, which a device would not promise
+                    // either.
+                    unsafe { std::ptr::copy(from, to, len) };
+                }
             }
             op::FILL => {
-                let pattern = src.to_le_bytes();
-                if pattern.iter().all(|&b| b == pattern[0]) {
-                    // SAFETY: `len` bytes inside the mapped destination.
-                    unsafe { std::ptr::write_bytes(to, pattern[0], len) };
+                if defer {
+                    self.pending.push_back(Pending::Fill {
+                        dst,
+                        len,
+                        pattern: src,
+                    });
                 } else {
-                    for i in 0..len {
-                        // SAFETY: i < len, inside the mapped destination.
-                        unsafe { to.add(i).write(pattern[i % 8]) };
-                    }
+                    // SAFETY: `len` bytes inside the mapped destination,
+                    // held by `g`.
+                    unsafe { fill(to, len, src) };
                 }
             }
             _ => return Err(chanerr::CONTROL),

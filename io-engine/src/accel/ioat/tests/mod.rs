@@ -102,11 +102,7 @@ fn bring_up_follows_the_reference_sequence() {
         (true, c + chan::CHANERR, Some(0)),
         (true, c + chan::CHANCMD, Some(chancmd::RESET as u64)),
         (false, c + chan::CHANCMD, None),
-        (
-            true,
-            c + chan::CHANCTRL,
-            Some(chanctrl::ANY_ERR_ABORT_EN as u64),
-        ),
+        (true, c + chan::CHANCTRL, Some(chanctrl::RUN as u64)),
         (true, c + chan::CHANCMP, None),
         (true, c + chan::CHAINADDR, None),
         (true, c + chan::DMACOUNT, Some(1)),
