@@ -855,7 +855,6 @@ impl Device {
         s.chanerr.fetch_or(bits, Ordering::AcqRel);
         self.state = chansts::HALTED;
         self.prefetched.clear();
-        s.halts.fetch_add(1, Ordering::Relaxed);
         let map = s.map.clone();
         let g = map.read();
         // Writes made before the error land first.
@@ -866,6 +865,8 @@ impl Device {
             let _ = self.write_completion(&g, self.last | chansts::HALTED);
         }
         self.publish();
+        // Counted last: whoever waits for the count sees the registers.
+        s.halts.fetch_add(1, Ordering::Release);
     }
 
     /// Whether the oldest held completion is due: its hold is over, or
@@ -1092,7 +1093,7 @@ impl Device {
         // The completion word first, then CHANSTS: a CHANSTS that shows a
         // descriptor done never precedes its completion write (unless held).
         self.publish();
-        self.s.descriptors.fetch_add(1, Ordering::Relaxed);
+        self.s.descriptors.fetch_add(1, Ordering::Release);
         Ok(())
     }
 
