@@ -19,20 +19,44 @@
 //!   own running count differs from DMACOUNT (16-bit, wrapping). The first
 //!   descriptor after a reset is read at CHAINADDR, each next one at the
 //!   `next` field of the one before.
+//! - Prefetch: before each descriptor the device reads ahead every
+//!   descriptor handed over (up to DMACOUNT) that it has not read yet, and
+//!   executes what it read then; a slot whose memory differs when its turn
+//!   comes was written by the driver after the doorbell gave it away, and
+//!   is counted ([`ModelCounters::prefetch_mismatches`], 0 for a correct
+//!   driver). A reset or an abort forgets what was read ahead.
 //! - Copy (op 0) and block fill (op 1, the 64-bit pattern repeated) and the
-//!   null bit (no transfer). After each descriptor CHANSTS holds its
-//!   address and the state (ACTIVE, or IDLE once the count reaches
-//!   DMACOUNT); when it has "completion update", the same value is stored
-//!   at CHANCMP.
-//! - Errors halt the channel (as with ANY_ERR_ABORT_EN) and set CHANERR: an
-//!   unaligned or unmapped chain address (CHAIN_ADDR_VALUE) or next pointer
-//!   (NEXT_DESC_ALIGN, NEXT_DESC_ADDR); a source or destination not wholly
-//!   inside one mapped window (SRC_ADDR, DEST_ADDR); a size of 0 or above
-//!   XFERCAP (LENGTH); an unknown opcode (CONTROL); an unusable CHANCMP
-//!   (COMPLETION_ADDR); an unknown CHANCMD value (CHANCMD). CHANSTS then
-//!   reads HALTED with the address of the last completed descriptor; the
-//!   completion word is only written on an error when CHANCTRL has
-//!   ERR_COMPLETION_EN (SPDK, and this driver, do not set it).
+//!   null bit (no transfer; a size of 0 is still a length error). After
+//!   each descriptor with "completion update" the completion word at
+//!   CHANCMP gets its address and the state (ACTIVE, or IDLE once the
+//!   count reaches DMACOUNT); then CHANSTS shows the same, so CHANSTS
+//!   never shows a descriptor done before its completion write.
+//! - The device holds its IOVA map (an [`IovaGuard`]) from a descriptor's
+//!   fetch to its completion write: an unmap waits for the descriptor in
+//!   progress, as the `DmaMapper` contract ("the device must no longer use
+//!   it") requires of a device.
+//! - Errors set CHANERR: an unaligned or unmapped chain address
+//!   (CHAIN_ADDR_VALUE) or next pointer (NEXT_DESC_ALIGN, NEXT_DESC_ADDR); a
+//!   source or destination not wholly inside one mapped window (SRC_ADDR,
+//!   DEST_ADDR); a size of 0 or above XFERCAP (LENGTH); an unknown opcode
+//!   (CONTROL); an unusable CHANCMP (COMPLETION_ADDR); an unknown CHANCMD
+//!   value (CHANCMD). With ANY_ERR_ABORT_EN in CHANCTRL they halt the
+//!   channel: the completion word, when CHANCTRL has ERR_COMPLETION_EN,
+//!   then CHANSTS read HALTED with the address of the last completed
+//!   descriptor. Without ANY_ERR_ABORT_EN (the model's reading of the bit's
+//!   name and of Linux's `registers.h`, which sets it in
+//!   `IOAT_CHANCTRL_RUN`; no specification text was at hand) an error in a
+//!   descriptor's transfer or completion write is latched in CHANERR and
+//!   the descriptor counts as done without its transfer, and the channel
+//!   goes on; a chain it cannot fetch halts it either way.
+//! - Faults ([`Faults`]), all off by default (what hardware does): failing
+//!   descriptors, a stall, corrupt completion writes; held completion
+//!   writes (each held for N descriptors or until CHANSTS is read after
+//!   it, the data of the descriptors it covers visible only then, CHANSTS
+//!   naming each descriptor as it starts: a device whose posted writes land
+//!   late); a slow but alive device (each data descriptor takes a set
+//!   time); manual stepping ([`ModelHandle::step`]), for tests that must
+//!   see the same interleaving every run.
 //! - CHANCMD: RESET (self-clearing) clears CHANERR, CHANCTRL, CHAINADDR,
 //!   CHANCMP, DMACOUNT and the running count and leaves the channel IDLE
 //!   with no completed descriptor (the model's choice: the driver does not
