@@ -252,13 +252,11 @@ pub struct Channel {
     tail: u32,
     /// Head at the last flush.
     flushed: u32,
-    /// Completed-descriptor address last seen (in the completion word or
-    /// in CHANSTS).
+    /// Completed-descriptor address last retired through (from the
+    /// completion word).
     last_seen: u64,
-    /// The completion word's value last acted on. Only a new value is
-    /// looked at: once CHANSTS has shown more progress than the word, the
-    /// word's old address lies behind the tail, and with a nearly full
-    /// ring an address behind the tail cannot be told from one ahead.
+    /// The completion word's value last acted on: only a new value is
+    /// looked at.
     last_word: u64,
     /// The request ending at each slot.
     slots: Vec<Option<Request>>,

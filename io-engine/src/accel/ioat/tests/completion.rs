@@ -34,6 +34,13 @@ fn region(len: usize) -> DmaRegion {
     DmaRegion::alloc_with(len, HugepagePolicy::Never).unwrap()
 }
 
+/// The ids and statuses `reap` found, by id.
+fn statuses(ch: &mut Channel, n: usize) -> Vec<(TaskId, Status)> {
+    let mut done: Vec<_> = reap(ch, n).iter().map(|(id, c)| (*id, c.status)).collect();
+    done.sort_by_key(|(id, _)| *id);
+    done
+}
+
 /// Polls `ch` until `n` completions were reported or 10 s passed.
 fn reap(ch: &mut Channel, n: usize) -> Vec<(TaskId, Completion)> {
     let mut done = Vec::new();
@@ -140,16 +147,8 @@ fn a_zero_length_request_is_a_null_descriptor_of_its_own() {
     ];
     let mut done = Vec::new();
     ch.submit(&tasks, 10, &mut done);
-    let mut done = reap(&mut ch, 3);
-    done.sort_by_key(|(id, _)| *id);
-    assert_eq!(
-        done,
-        vec![
-            (10, Completion::SUCCESS),
-            (11, Completion::SUCCESS),
-            (12, Completion::SUCCESS)
-        ]
-    );
+    let ok = Status::Success;
+    assert_eq!(statuses(&mut ch, 3), vec![(10, ok), (11, ok), (12, ok)]);
     assert_eq!(ch.in_flight(), 0);
     assert!(bytes(src.as_ptr(), 8192) == bytes(dst.as_ptr(), 8192));
     assert_eq!(h.counters().nulls, nulls + 1, "one null descriptor");
@@ -179,14 +178,9 @@ fn without_any_err_abort_en_an_error_is_latched_and_the_channel_goes_on() {
     b.m.registers().write16(c + chan::CHANCTRL, 0);
     // SAFETY: inside the region.
     unsafe { std::ptr::write_bytes(b.r.as_ptr().add(8192), 0x5c, 64) };
-    b.put(
-        0,
-        64,
-        control::with_op(0x55, 0),
-        b.iova(8192),
-        b.iova(16384),
-        b.iova(64),
-    );
+    // Above XFERCAP (64 KiB here): a length error.
+    let copy = control::with_op(op::COPY, 0);
+    b.put(0, 1 << 17, copy, b.iova(8192), b.iova(16384), b.iova(64));
     b.put(
         1,
         64,
@@ -197,7 +191,7 @@ fn without_any_err_abort_en_an_error_is_latched_and_the_channel_goes_on() {
     );
     let (st, err) = b.ring(2);
     assert_eq!(st, b.iova(64) | chansts::IDLE, "not halted");
-    assert_eq!(err, chanerr::CONTROL, "latched");
+    assert_eq!(err, chanerr::LENGTH, "latched");
     // SAFETY: inside the region, the device is idle.
     let copied = unsafe { std::slice::from_raw_parts(b.r.as_ptr().add(16384), 64) };
     assert!(copied.iter().all(|&x| x == 0x5c), "the next descriptor ran");
@@ -284,17 +278,8 @@ fn a_slow_but_alive_device_is_not_timed_out_while_its_completion_word_moves() {
         .collect();
     ch.submit(&tasks, 6, &mut done);
     std::thread::sleep(timeout + Duration::from_millis(10));
-    let mut done = reap(&mut ch, 3);
-    done.sort_by_key(|(id, _)| *id);
-    let failed: Vec<_> = done.iter().map(|(id, c)| (*id, c.status)).collect();
-    assert_eq!(
-        failed,
-        vec![
-            (6, Status::EngineError),
-            (7, Status::EngineError),
-            (8, Status::EngineError)
-        ]
-    );
+    let e = Status::EngineError;
+    assert_eq!(statuses(&mut ch, 3), vec![(6, e), (7, e), (8, e)]);
     assert_eq!(
         ch.counters()
             .timeouts
