@@ -13,37 +13,57 @@
 //! through `next`, with free-running `u32` head and tail (slot = index &
 //! (size - 1), free slots = size - (head - tail) - 1). A request is split
 //! into descriptors at the device's largest transfer (XFERCAP) and where
-//! its buffers stop being contiguous in IOVA space; only the last
-//! descriptor of a request remembers its task. A submission builds every
-//! request of a batch, then flushes once: "completion update" on the last
-//! built descriptor, then one DMACOUNT write. A request that does not fit
-//! the free slots waits (in order) in a backlog and is built when
-//! completions free slots; nothing is failed for lack of room.
+//! its buffers stop being contiguous in IOVA space; its last descriptor
+//! carries "completion update" and remembers its task (a zero-length
+//! request is one null descriptor). A submission builds every request of a
+//! batch, then flushes once: one DMACOUNT write. No slot is written once
+//! the doorbell has handed it over. A request that does not fit the free
+//! slots waits (in order) in a backlog and is built when completions free
+//! slots; nothing is failed for lack of room.
 //!
-//! Completion: the completion word (CHANSTS format) names the last
-//! descriptor done; every slot from the tail up to and including it is
-//! retired, and the tasks whose last descriptor was among them succeed.
-//! The word only moves at flush boundaries (only flushed descriptors carry
-//! "completion update"), so when it has not moved for
-//! [`DriverConfig::stall_check`] while requests are in flight the driver
-//! reads CHANSTS itself, which the device updates after every descriptor
-//! and which is the only place a halt shows (the completion word is not
-//! written on an error: CHANCTRL has only ANY_ERR_ABORT_EN, as in SPDK).
+//! Completion comes from the completion word only: it names the last
+//! request end done; every slot from the tail up to and including it is
+//! retired, and the tasks whose last descriptor was among them succeed. A
+//! value is taken only when it names a descriptor with "completion
+//! update" (a request end) in flight, at or after the tail. CHANSTS is
+//! never used to retire anything: the device may show a descriptor there
+//! before its data and its completion write have landed, and a completion
+//! word that lands after a CHANSTS read names an earlier end that, once
+//! the tail has moved past it, looks like one a whole ring ahead. (SPDK's
+//! `ioat_process_channel_events` and Linux's `__cleanup` advance from the
+//! completion word alone and read CHANSTS for halts.) When the word has
+//! not moved for [`DriverConfig::stall_check`] with requests in flight the
+//! driver reads CHANSTS for its state only: idle with the word short of
+//! the last request end means a completion write was lost or is still
+//! held, and the driver appends one null descriptor with completion update
+//! (a nudge), whose write names everything before it.
+//!
+//! How a halt is learnt: the driver programs CHANCTRL with
+//! ERR_COMPLETION_EN besides ANY_ERR_ABORT_EN ([`spec::chanctrl::RUN`], as
+//! Linux's `IOAT_CHANCTRL_RUN`), so on an error the device writes the
+//! completion word with the HALTED state and the address of the last
+//! descriptor it completed. That write follows every earlier data write,
+//! so what it names is done: Linux's `ioat_eh` cleans up to it and fails
+//! the descriptor at the tail. (SPDK sets only ANY_ERR_ABORT_EN and so
+//! never learns which descriptors completed before a halt.)
 //!
 //! Failures:
 //!
-//! - HALTED: CHANERR says why. Descriptors up to CHANSTS's address
-//!   completed; the request owning the next descriptor (the one that
-//!   failed) fails with [`Status::EngineError`]; the requests after it,
-//!   which the device never started, are built again, in order, after the
-//!   channel is reset and brought up again, and complete normally.
-//! - No progress for [`DriverConfig::timeout`]: every request in flight
-//!   fails with `EngineError` (the device may have done part of any of
-//!   them), the channel is reset and brought up again, and the backlog is
-//!   built on the new ring.
-//! - A completion word that names no descriptor in flight (corrupt or out
-//!   of order): CHANSTS is read instead; if it too is unusable, the
-//!   requests in flight fail and the channel is reset.
+//! - HALTED (in the completion word): CHANERR says why. Descriptors up to
+//!   the word's address completed; the request owning the next descriptor
+//!   (the one that failed) fails with [`Status::EngineError`]; the
+//!   requests after it, which the device never started, are built again,
+//!   in order, after the channel is reset and brought up again, and
+//!   complete normally.
+//! - No progress of the completion word for [`DriverConfig::timeout`]
+//!   (a stall, a halt whose completion write cannot land): every request
+//!   in flight fails with `EngineError` (the device may have done part of
+//!   any of them), the channel is reset and brought up again, and the
+//!   backlog is built on the new ring. A slow device whose word keeps
+//!   moving is never timed out.
+//! - A completion word that names no request end in flight (corrupt or
+//!   out of order) is counted and ignored; the stall check's nudge
+//!   recovers a lost last word.
 //! - A buffer with no IOVA (memory the device cannot reach): that request
 //!   completes at once with [`Status::InvalidArgument`], as does one that
 //!   needs more descriptors than the ring holds.
@@ -257,13 +277,11 @@ pub struct Channel {
     tail: u32,
     /// Head at the last flush.
     flushed: u32,
-    /// Completed-descriptor address last seen (in the completion word or
-    /// in CHANSTS).
+    /// Completed-descriptor address last retired through (from the
+    /// completion word).
     last_seen: u64,
-    /// The completion word's value last acted on. Only a new value is
-    /// looked at: once CHANSTS has shown more progress than the word, the
-    /// word's old address lies behind the tail, and with a nearly full
-    /// ring an address behind the tail cannot be told from one ahead.
+    /// The completion word's value last acted on: only a new value is
+    /// looked at.
     last_word: u64,
     /// The request ending at each slot.
     slots: Vec<Option<Request>>,
@@ -427,6 +445,17 @@ impl Channel {
             .then(|| self.hw.pci.read32(spec::CHANERR_INT))
     }
 
+    /// CHANERR by name, and CHANERR_INT beside it on a function that has
+    /// it: what a halt's log line says.
+    fn halt_errors(&self) -> String {
+        let err = self.chanerr();
+        let mut s = format!("CHANERR {err:#x} ({})", spec::chanerr::describe(err));
+        if let Some(int) = self.chanerr_int() {
+            s.push_str(&format!(", CHANERR_INT {int:#x}"));
+        }
+        s
+    }
+
     /// IOVA of ring slot `i`.
     #[inline]
     fn slot_iova(&self, i: u32) -> u64 {
@@ -573,7 +602,7 @@ impl Channel {
         bump(&self.counters.starts, 1);
 
         let regs = &self.hw.regs;
-        regs.write16(self.base + chan::CHANCTRL, chanctrl::ANY_ERR_ABORT_EN);
+        regs.write16(self.base + chan::CHANCTRL, chanctrl::RUN);
         self.write_halves(chan::CHANCMP, self.ring.iova() + cmp as u64);
         self.write_halves(chan::CHAINADDR, self.ring.iova());
 
@@ -615,15 +644,14 @@ impl Channel {
         bump(&self.counters.doorbells, 1);
     }
 
-    /// Flush: "completion update" on the last built descriptor, then one
-    /// DMACOUNT write. Nothing to do when nothing was built since the last.
+    /// Flush: one DMACOUNT write for everything built since the last
+    /// (each request's last descriptor already carries "completion
+    /// update"; no slot is written after the doorbell hands it over).
+    /// Nothing to do when nothing was built since the last.
     fn flush(&mut self) {
         if self.head == self.flushed {
             return;
         }
-        let off = self.slot_off(self.head.wrapping_sub(1)) + desc::CONTROL;
-        let ctl = self.ring.read_u32(off);
-        self.ring.write_u32(off, ctl | control::COMPLETION_UPDATE);
         if self.in_ring > 0 && self.progress_idle() {
             self.progress = tsc::now();
         }
@@ -663,10 +691,36 @@ impl Channel {
         self.size - self.head.wrapping_sub(self.tail) - 1
     }
 
-    /// Writes the descriptors of `r`, or none of them.
+    /// Writes a null descriptor (no transfer, size 8 as SPDK's
+    /// `ioat_prep_null`: a size of 0 is a length error) with "completion
+    /// update" at the head.
+    fn put_null(&mut self) {
+        let off = self.slot_off(self.head);
+        self.ring.write_u32(off + desc::SIZE, spec::NULL_SIZE);
+        self.ring.write_u32(
+            off + desc::CONTROL,
+            control::with_op(op::COPY, control::NULL | control::COMPLETION_UPDATE),
+        );
+        self.ring.write_u64(off + desc::SRC, 0);
+        self.ring.write_u64(off + desc::DST, 0);
+        self.slots[(self.head & self.mask) as usize] = None;
+        self.head = self.head.wrapping_add(1);
+    }
+
+    /// Writes the descriptors of `r`, or none of them: "completion update"
+    /// on its last one (as DPDK's `ioat_dmadev.c` and Linux's prep
+    /// functions do), so the completion word only ever names a request's
+    /// end. A zero-length request is one null descriptor (SPDK's
+    /// `ioat_submit_copy`: "null descriptor for null transfer").
     fn build(&mut self, r: Request) -> Result<(), BuildError> {
         let start = self.head;
         let empty = self.head == self.tail;
+        if r.len == 0 {
+            if self.free_slots() == 0 {
+                return Err(BuildError::RingFull);
+            }
+            self.put_null();
+        }
         let mut done = 0usize;
         while done < r.len {
             if self.free_slots() == 0 {
@@ -683,16 +737,22 @@ impl Channel {
                 return Err(BuildError::NoIova);
             };
             let mut n = dlen.min(self.max_xfer as usize);
-            let (src, ctl) = if r.fill {
-                (spec::fill_pattern(r.pattern), control::with_op(op::FILL, 0))
+            let (src, opcode) = if r.fill {
+                (spec::fill_pattern(r.pattern), op::FILL)
             } else {
                 let Some((src, slen)) = self.translate(r.src + done, left) else {
                     self.head = start;
                     return Err(BuildError::NoIova);
                 };
                 n = n.min(slen);
-                (src, control::with_op(op::COPY, 0))
+                (src, op::COPY)
             };
+            let last = if done + n == r.len {
+                control::COMPLETION_UPDATE
+            } else {
+                0
+            };
+            let ctl = control::with_op(opcode, last);
             let off = self.slot_off(self.head);
             self.ring.write_u32(off + desc::SIZE, n as u32);
             self.ring.write_u32(off + desc::CONTROL, ctl);
@@ -778,9 +838,16 @@ impl Channel {
         self.flush();
     }
 
-    /// Retires every slot from the tail through `addr`; false when `addr`
-    /// names no descriptor in flight.
-    fn retire_through(&mut self, addr: u64, done: &mut Vec<(TaskId, Completion)>) -> bool {
+    /// Retires every slot from the tail through the descriptor at `addr`;
+    /// false when `addr` names no descriptor in flight or, unless `any`,
+    /// one without "completion update" (a completion word only names
+    /// those; a halted one names the last descriptor done, whichever).
+    fn retire_through(
+        &mut self,
+        addr: u64,
+        done: &mut Vec<(TaskId, Completion)>,
+        any: bool,
+    ) -> bool {
         let ring = self.ring.iova();
         if addr < ring || addr >= ring + self.size as u64 * spec::DESC_SIZE as u64 {
             return false;
@@ -789,6 +856,12 @@ impl Channel {
         let delta = idx.wrapping_sub(self.tail) & self.mask;
         let in_flight = self.flushed.wrapping_sub(self.tail);
         if delta >= in_flight {
+            return false;
+        }
+        if !any
+            && self.ring.read_u32(self.slot_off(idx) + desc::CONTROL) & control::COMPLETION_UPDATE
+                == 0
+        {
             return false;
         }
         for _ in 0..=delta {
@@ -804,19 +877,34 @@ impl Channel {
         true
     }
 
-    /// Acts on a CHANSTS-format status: retires what it says is done.
-    /// Returns whether anything moved, or `Err` when it names no
-    /// descriptor in flight.
-    fn process(&mut self, status: u64, done: &mut Vec<(TaskId, Completion)>) -> Result<bool, ()> {
-        let addr = chansts::addr(status);
+    /// Reads the completion word and acts on a new value: retires through
+    /// the request end it names, or handles the halt it reports. Returns
+    /// whether anything moved. A value that names nothing in flight is
+    /// counted and ignored (CHANSTS is never used instead: see the module
+    /// doc).
+    fn take_word(&mut self, done: &mut Vec<(TaskId, Completion)>) -> bool {
+        let word = self.ring.load_u64(completion_offset(self.size));
+        if word == self.last_word {
+            return false;
+        }
+        self.last_word = word;
+        let addr = chansts::addr(word);
+        if chansts::state(word) == chansts::HALTED {
+            self.halted(addr, done);
+            return true;
+        }
         if addr == self.last_seen {
-            return Ok(false);
+            return false;
         }
-        if self.retire_through(addr, done) {
-            Ok(true)
-        } else {
-            Err(())
+        if self.retire_through(addr, done, false) {
+            return true;
         }
+        bump(&self.counters.bad_completions, 1);
+        tracing::debug!(
+            "ioat {}: completion word {word:#x} names no request end in flight; ignored",
+            self.hw.name
+        );
+        false
     }
 
     /// Reports finished requests; returns how many it added to `done`.
@@ -827,19 +915,7 @@ impl Channel {
         }
         let before = done.len();
         if self.in_ring > 0 {
-            let word = self.ring.load_u64(completion_offset(self.size));
-            let moved = if word == self.last_word {
-                false
-            } else {
-                self.last_word = word;
-                match self.process(word, done) {
-                    Ok(m) => m,
-                    Err(()) => {
-                        bump(&self.counters.bad_completions, 1);
-                        self.check(done, true)
-                    }
-                }
-            };
+            let moved = self.take_word(done);
             let now = tsc::now();
             if moved {
                 self.progress = now;
@@ -848,7 +924,9 @@ impl Channel {
                 && now.wrapping_sub(self.checked) > self.stall_ticks
             {
                 self.checked = now;
-                if !self.check(done, false) && now.wrapping_sub(self.progress) > self.timeout_ticks
+                if !self.check(done)
+                    && self.in_ring > 0
+                    && now.wrapping_sub(self.progress) > self.timeout_ticks
                 {
                     self.timed_out(done);
                 }
@@ -861,38 +939,49 @@ impl Channel {
         done.len() - before
     }
 
-    /// Reads CHANSTS and acts on it: a halt, or progress the completion
-    /// word has not shown. Returns whether anything moved.
-    fn check(&mut self, done: &mut Vec<(TaskId, Completion)>, after_bad_word: bool) -> bool {
+    /// The completion word has stood still for the stall check: reads
+    /// CHANSTS, only for its state, never to retire anything (what CHANSTS
+    /// names may not have landed in memory yet). A halt is then learnt
+    /// from the completion word, which CHANCTRL's ERR_COMPLETION_EN has
+    /// the device write with the HALTED state (wait for it; the timeout
+    /// covers a device that cannot write it). A channel idle at the last
+    /// descriptor handed over whose word does not name it lost (or has not
+    /// yet made visible) a completion write: [`Channel::nudge`]. Returns
+    /// whether anything moved.
+    fn check(&mut self, done: &mut Vec<(TaskId, Completion)>) -> bool {
         let st = self.chansts();
-        if chansts::state(st) == chansts::HALTED {
-            self.halted(st, done);
+        // A word written since the last look counts first (the device
+        // writes it before CHANSTS shows the descriptor done).
+        if self.take_word(done) {
+            self.progress = tsc::now();
             return true;
         }
-        match self.process(st, done) {
-            Ok(true) => {
-                self.progress = tsc::now();
-                true
-            }
-            Ok(false) => false,
-            Err(()) => {
-                let why = format!(
-                    "ioat {}: the device reported descriptor {:#x} complete, which is not in \
-                     flight (CHANSTS {st:#x}{}); failing the requests in flight and resetting \
-                     the channel",
-                    self.hw.name,
-                    chansts::addr(st),
-                    if after_bad_word {
-                        ", after a completion word that was not usable either"
-                    } else {
-                        ""
-                    }
-                );
-                tracing::error!("{why}");
-                self.restart(done);
-                true
-            }
+        // Idle at the last descriptor handed over: done with everything,
+        // yet the word is short of it (a stale IDLE from before the
+        // doorbell names an earlier descriptor).
+        if chansts::state(st) == chansts::IDLE
+            && chansts::addr(st) == self.slot_iova(self.flushed.wrapping_sub(1))
+        {
+            self.nudge();
         }
+        false
+    }
+
+    /// Appends one null descriptor with "completion update" and rings the
+    /// doorbell: its completion write comes after every earlier
+    /// descriptor's, so it names the end of everything in flight. At most
+    /// one at a time (none while the last descriptor handed over is
+    /// already one), none when the ring is full.
+    fn nudge(&mut self) {
+        let last = self.flushed.wrapping_sub(1);
+        let pending = self.slots[(last & self.mask) as usize].is_none()
+            && self.ring.read_u32(self.slot_off(last) + desc::CONTROL) & control::NULL != 0;
+        if pending || self.free_slots() == 0 || self.head != self.flushed {
+            return;
+        }
+        self.put_null();
+        bump(&self.counters.descriptors, 1);
+        self.doorbell();
     }
 
     /// Fails every request in the ring.
@@ -906,18 +995,21 @@ impl Channel {
         self.in_ring = 0;
     }
 
-    /// The channel halted: what CHANSTS says completed succeeds, the next
-    /// request fails, the rest is built again after a restart.
-    fn halted(&mut self, st: u64, done: &mut Vec<(TaskId, Completion)>) {
+    /// The channel halted and its completion word says so, naming `addr`,
+    /// the last descriptor done (Linux's `ioat_eh`: `__cleanup` up to the
+    /// completion word, then the descriptor at the tail is the one that
+    /// failed). What completed succeeds, the request owning the next
+    /// descriptor fails, the rest is built again after a restart.
+    fn halted(&mut self, addr: u64, done: &mut Vec<(TaskId, Completion)>) {
         bump(&self.counters.halts, 1);
-        let err = self.chanerr();
-        let addr = chansts::addr(st);
-        if addr != self.last_seen && !self.retire_through(addr, done) {
+        let errors = self.halt_errors();
+        let nothing_new =
+            addr == self.last_seen || addr == self.slot_iova(self.tail.wrapping_sub(1));
+        if !nothing_new && !self.retire_through(addr, done, true) {
             tracing::error!(
-                "ioat {}: halted with CHANERR {err:#x} ({}) and a completed-descriptor address \
-                 ({addr:#x}) outside the ring; failing every request in flight",
-                self.hw.name,
-                spec::chanerr::describe(err)
+                "ioat {}: halted with {errors} and a completed-descriptor address ({addr:#x}) \
+                 outside the ring; failing every request in flight",
+                self.hw.name
             );
             self.restart(done);
             return;
@@ -947,10 +1039,9 @@ impl Channel {
         }
         self.in_ring = 0;
         tracing::warn!(
-            "ioat {}: channel halted, CHANERR {err:#x} ({}); failing 1 request, building {} \
-             again after a reset",
+            "ioat {}: channel halted, {errors}; failing 1 request, building {} again after a \
+             reset",
             self.hw.name,
-            spec::chanerr::describe(err),
             again.len()
         );
         if let Some(r) = failed {

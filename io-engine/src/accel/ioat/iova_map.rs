@@ -3,12 +3,14 @@
 //!
 //! Thread: shared by every thread: the backend's mapper fills it from
 //! whichever thread makes or drops a DMA region, the driver and the model's
-//! device thread read it.
+//! device thread read it (the model through an [`IovaGuard`] held across a
+//! descriptor, which a removal waits for).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock};
 
+use super::iova_guard::IovaGuard;
 use super::window::Window;
 
 /// The windows a backend made device-visible, by virtual address and by
@@ -21,9 +23,9 @@ pub struct IovaMap {
 }
 
 #[derive(Debug, Default)]
-struct Maps {
+pub(super) struct Maps {
     by_va: BTreeMap<usize, Window>,
-    by_iova: BTreeMap<u64, Window>,
+    pub(super) by_iova: BTreeMap<u64, Window>,
 }
 
 impl IovaMap {
@@ -42,7 +44,8 @@ impl IovaMap {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
-    /// Removes every window in `[va, va + len)`.
+    /// Removes every window in `[va, va + len)`, once no [`IovaGuard`] is
+    /// held (a descriptor the model is executing finishes first).
     pub fn remove(&self, va: usize, len: usize) {
         let mut m = self.inner.write().unwrap_or_else(PoisonError::into_inner);
         let gone: Vec<Window> = m
@@ -67,14 +70,16 @@ impl IovaMap {
             .filter(|w| w.contains(addr))
     }
 
+    /// A read lock on the map: its windows stay until it is dropped.
+    pub fn read(&self) -> IovaGuard<'_> {
+        IovaGuard(self.inner.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
     /// The virtual address of `len` bytes at `iova`, when they lie in one
-    /// window.
+    /// window (the window may go as soon as this returns: a device holds
+    /// [`IovaMap::read`] instead).
     pub fn resolve(&self, iova: u64, len: u64) -> Option<*mut u8> {
-        let m = self.inner.read().unwrap_or_else(PoisonError::into_inner);
-        let (_, w) = m.by_iova.range(..=iova).next_back()?;
-        let off = iova - w.iova;
-        let end = off.checked_add(len)?;
-        (end <= w.len as u64).then(|| (w.va + off as usize) as *mut u8)
+        self.read().resolve(iova, len)
     }
 
     /// Changes whenever a window is added or removed.

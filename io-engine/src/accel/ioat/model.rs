@@ -42,20 +42,44 @@
 //!   own running count differs from DMACOUNT (16-bit, wrapping). The first
 //!   descriptor after a reset is read at CHAINADDR, each next one at the
 //!   `next` field of the one before.
+//! - Prefetch: before each descriptor the device reads ahead every
+//!   descriptor handed over (up to DMACOUNT) that it has not read yet, and
+//!   executes what it read then; a slot whose memory differs when its turn
+//!   comes was written by the driver after the doorbell gave it away, and
+//!   is counted ([`ModelCounters::prefetch_mismatches`], 0 for a correct
+//!   driver). A reset or an abort forgets what was read ahead.
 //! - Copy (op 0) and block fill (op 1, the 64-bit pattern repeated) and the
-//!   null bit (no transfer). After each descriptor CHANSTS holds its
-//!   address and the state (ACTIVE, or IDLE once the count reaches
-//!   DMACOUNT); when it has "completion update", the same value is stored
-//!   at CHANCMP.
-//! - Errors halt the channel (as with ANY_ERR_ABORT_EN) and set CHANERR: an
-//!   unaligned or unmapped chain address (CHAIN_ADDR_VALUE) or next pointer
-//!   (NEXT_DESC_ALIGN, NEXT_DESC_ADDR); a source or destination not wholly
-//!   inside one mapped window (SRC_ADDR, DEST_ADDR); a size of 0 or above
-//!   XFERCAP (LENGTH); an unknown opcode (CONTROL); an unusable CHANCMP
-//!   (COMPLETION_ADDR); an unknown CHANCMD value (CHANCMD). CHANSTS then
-//!   reads HALTED with the address of the last completed descriptor; the
-//!   completion word is only written on an error when CHANCTRL has
-//!   ERR_COMPLETION_EN (SPDK, and this driver, do not set it).
+//!   null bit (no transfer; a size of 0 is still a length error). After
+//!   each descriptor with "completion update" the completion word at
+//!   CHANCMP gets its address and the state (ACTIVE, or IDLE once the
+//!   count reaches DMACOUNT); then CHANSTS shows the same, so CHANSTS
+//!   never shows a descriptor done before its completion write.
+//! - The device holds its IOVA map (an [`IovaGuard`]) from a descriptor's
+//!   fetch to its completion write: an unmap waits for the descriptor in
+//!   progress, as the `DmaMapper` contract ("the device must no longer use
+//!   it") requires of a device.
+//! - Errors set CHANERR: an unaligned or unmapped chain address
+//!   (CHAIN_ADDR_VALUE) or next pointer (NEXT_DESC_ALIGN, NEXT_DESC_ADDR); a
+//!   source or destination not wholly inside one mapped window (SRC_ADDR,
+//!   DEST_ADDR); a size of 0 or above XFERCAP (LENGTH); an unknown opcode
+//!   (CONTROL); an unusable CHANCMP (COMPLETION_ADDR); an unknown CHANCMD
+//!   value (CHANCMD). With ANY_ERR_ABORT_EN in CHANCTRL they halt the
+//!   channel: the completion word, when CHANCTRL has ERR_COMPLETION_EN,
+//!   then CHANSTS read HALTED with the address of the last completed
+//!   descriptor. Without ANY_ERR_ABORT_EN (the model's reading of the bit's
+//!   name and of Linux's `registers.h`, which sets it in
+//!   `IOAT_CHANCTRL_RUN`; no specification text was at hand) an error in a
+//!   descriptor's transfer or completion write is latched in CHANERR and
+//!   the descriptor counts as done without its transfer, and the channel
+//!   goes on; a chain it cannot fetch halts it either way.
+//! - Faults ([`Faults`]), all off by default (what hardware does): failing
+//!   descriptors, a stall, corrupt completion writes; held completion
+//!   writes (each held for N descriptors or until CHANSTS is read after
+//!   it, the data of the descriptors it covers visible only then, CHANSTS
+//!   naming each descriptor as it starts: a device whose posted writes land
+//!   late); a slow but alive device (each data descriptor takes a set
+//!   time); manual stepping ([`ModelHandle::step`]), for tests that must
+//!   see the same interleaving every run.
 //! - With [`ModelConfig::hide_null_address`] a null descriptor leaves
 //!   CHANSTS's and the completion word's address at the descriptor before
 //!   (0 after a reset): a driver must not require the null descriptor's
@@ -73,12 +97,14 @@
 //! - What the model does not do: interrupts, DCA, XOR/PQ/CRC, page-break
 //!   and snoop bits (ignored), CHANERRMASK (stored, not applied), timing.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use super::identity_mapper::IdentityMapper;
+use super::iova_guard::IovaGuard;
 use super::iova_map::IovaMap;
 use super::mapped_memory::MappedMemory;
 use super::pci_config::PciConfig;
@@ -179,6 +205,12 @@ pub struct ModelCounters {
     pub rejected_writes: u64,
     /// Function-level resets done.
     pub function_resets: u64,
+    /// Descriptors started (fetched for execution, errors included).
+    pub started: u64,
+    /// Descriptors whose memory, when executed, differed from what the
+    /// device had prefetched (the driver wrote a slot it had handed over):
+    /// 0 for a correct driver.
+    pub prefetch_mismatches: u64,
 }
 
 /// One register access, as recorded for the bring-up test.
@@ -229,6 +261,19 @@ pub struct Faults {
     /// Configuration space ignores writes and the function-level reset
     /// fails.
     config_stuck: AtomicBool,
+    /// Hold each completion write (and the data of the descriptors it
+    /// covers) back until this many more descriptors have run, or until
+    /// CHANSTS has been read since (0: write at once).
+    hold: AtomicU64,
+    /// CHANSTS reads so far (counted by the register file).
+    status_reads: AtomicU64,
+    /// Nanoseconds each data descriptor takes (0: no delay).
+    slow_ns: AtomicU64,
+    /// The device runs descriptors only when [`ModelHandle::step`] asks.
+    manual: AtomicBool,
+    step_req: AtomicU64,
+    step_ack: AtomicU64,
+    step_did: AtomicBool,
 }
 
 impl Faults {
@@ -253,13 +298,16 @@ impl Faults {
         );
     }
 
-    /// Stops injecting failures.
+    /// Stops injecting failures (held completions are written, slow
+    /// descriptors run at full speed again; manual stepping stays).
     pub fn clear(&self) {
         self.fail_at.store(0, Ordering::Release);
         self.corrupt_at.store(0, Ordering::Release);
         self.stall.store(false, Ordering::Release);
         self.reset_stuck.store(false, Ordering::Release);
         self.config_stuck.store(false, Ordering::Release);
+        self.hold.store(0, Ordering::Release);
+        self.slow_ns.store(0, Ordering::Release);
     }
 
     /// From now on a channel RESET never completes: CHANCMD keeps the
@@ -273,6 +321,29 @@ impl Faults {
     /// stopped.
     pub fn config_stuck(&self) {
         self.config_stuck.store(true, Ordering::Release);
+    }
+
+    /// Each completion write is held back until `n` more descriptors have
+    /// run or CHANSTS has been read after it, whichever comes first; the
+    /// data of the descriptors it covers becomes visible only then, while
+    /// CHANSTS names each descriptor as soon as it starts. (A device may
+    /// post its writes late; only the completion write orders them.) 0
+    /// writes at once again.
+    pub fn hold_completions(&self, n: u64) {
+        self.hold.store(n, Ordering::Release);
+    }
+
+    /// Slow but alive: every data descriptor takes `per_descriptor` (the
+    /// device holds its IOVA map meanwhile, as a long transfer would).
+    pub fn slow(&self, per_descriptor: Duration) {
+        self.slow_ns
+            .store(per_descriptor.as_nanos() as u64, Ordering::Release);
+    }
+
+    /// Manual stepping: the device runs nothing (commands excepted) until
+    /// [`ModelHandle::step`] asks for one step.
+    pub fn manual(&self, on: bool) {
+        self.manual.store(on, Ordering::Release);
     }
 
     /// The channel stops fetching descriptors (it stays ACTIVE) until a
@@ -331,6 +402,8 @@ struct Shared {
     completions: AtomicU64,
     resets: AtomicU64,
     halts: AtomicU64,
+    started: AtomicU64,
+    mismatches: AtomicU64,
     recording: AtomicBool,
     log: Mutex<Vec<Access>>,
     faults: Faults,
@@ -409,7 +482,10 @@ impl Shared {
     fn read64(&self, off: usize) -> Option<u64> {
         const C: usize = spec::channel_base(0);
         match off {
-            o if o == C + chan::CHANSTS => Some(self.chansts.load(Ordering::Acquire)),
+            o if o == C + chan::CHANSTS => {
+                self.faults.status_reads.fetch_add(1, Ordering::AcqRel);
+                Some(self.chansts.load(Ordering::Acquire))
+            }
             o if o == C + chan::CHAINADDR => Some(self.chainaddr.load(Ordering::Acquire)),
             o if o == C + chan::CHANCMP => Some(self.chancmp.load(Ordering::Acquire)),
             _ => None,
@@ -638,6 +714,8 @@ impl IoatModel {
             completions: AtomicU64::new(0),
             resets: AtomicU64::new(0),
             halts: AtomicU64::new(0),
+            started: AtomicU64::new(0),
+            mismatches: AtomicU64::new(0),
             recording: AtomicBool::new(false),
             log: Mutex::new(Vec::new()),
             faults: Faults::default(),
@@ -743,6 +821,24 @@ impl ModelHandle {
         &self.shared.faults
     }
 
+    /// With [`Faults::manual`] on: has the device take one step (a held
+    /// completion written, else one descriptor run) and waits until it has.
+    /// Returns whether there was a step to take. The device thread takes
+    /// it; the caller's view of memory and registers afterwards is the
+    /// device's.
+    pub fn step(&self) -> bool {
+        let f = &self.shared.faults;
+        let n = f.step_req.fetch_add(1, Ordering::AcqRel) + 1;
+        self.shared.wake();
+        while f.step_ack.load(Ordering::Acquire) != n {
+            if !self.thread_running() {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+        f.step_did.load(Ordering::Acquire)
+    }
+
     /// The counters now.
     pub fn counters(&self) -> ModelCounters {
         let s = &self.shared;
@@ -758,6 +854,8 @@ impl ModelHandle {
             halts: l(&s.halts),
             rejected_writes: l(&s.rejected_writes),
             function_resets: l(&s.function_resets),
+            started: l(&s.started),
+            prefetch_mismatches: l(&s.mismatches),
         }
     }
 
@@ -865,10 +963,73 @@ struct Device {
     last: u64,
     /// The last value written to the completion word.
     last_written: u64,
+    /// Descriptors handed over (up to DMACOUNT) and read ahead, in chain
+    /// order, with their 64 bytes as read then.
+    prefetched: VecDeque<(u64, [u8; spec::DESC_SIZE])>,
+    /// Writes done but not visible yet (held completions), in order.
+    pending: VecDeque<Pending>,
+    /// Descriptors run since the device started.
+    executed: u64,
+}
+
+/// A write the device has made but not yet made visible
+/// ([`Faults::hold_completions`]).
+enum Pending {
+    /// A copy's bytes, read from the source when the descriptor ran.
+    Copy { dst: u64, data: Vec<u8> },
+    /// A fill.
+    Fill { dst: u64, len: usize, pattern: u64 },
+    /// A completion write, held since `at` descriptors had run and CHANSTS
+    /// had been read `reads` times.
+    Word { value: u64, at: u64, reads: u64 },
 }
 
 /// Why a descriptor could not be executed: CHANERR bits.
 type Fault = u32;
+
+/// Writes `len` bytes of the 64-bit `pattern` at `to`.
+///
+/// # Safety
+///
+/// `to..to + len` is writable memory inside a window of the device's
+/// address space, held (an [`IovaGuard`]) while this runs.
+unsafe fn fill(to: *mut u8, len: usize, pattern: u64) {
+    let pattern = pattern.to_le_bytes();
+    if pattern.iter().all(|&b| b == pattern[0]) {
+        // SAFETY: `len` bytes inside the mapped destination (the caller's
+        // contract).
+        unsafe { std::ptr::write_bytes(to, pattern[0], len) };
+    } else {
+        for i in 0..len {
+            // SAFETY: i < len, inside the mapped destination.
+            unsafe { to.add(i).write(pattern[i % 8]) };
+        }
+    }
+}
+
+/// The 64 bytes of the descriptor at `p`.
+///
+/// # Safety
+///
+/// `p` is 64 readable, 8-aligned bytes inside a window held by the caller.
+unsafe fn read_descriptor(p: *const u8) -> [u8; spec::DESC_SIZE] {
+    let mut d = [0u8; spec::DESC_SIZE];
+    for (k, chunk) in d.chunks_exact_mut(8).enumerate() {
+        // SAFETY: k < 8, inside the 64 bytes (the caller's contract);
+        // volatile: the driver writes descriptors with volatile stores.
+        let v = unsafe { p.add(8 * k).cast::<u64>().read_volatile() };
+        chunk.copy_from_slice(&v.to_le_bytes());
+    }
+    d
+}
+
+fn field32(d: &[u8; spec::DESC_SIZE], off: usize) -> u32 {
+    u32::from_le_bytes(d[off..off + 4].try_into().expect("4 bytes"))
+}
+
+fn field64(d: &[u8; spec::DESC_SIZE], off: usize) -> u64 {
+    u64::from_le_bytes(d[off..off + 8].try_into().expect("8 bytes"))
+}
 
 impl Device {
     fn new(s: Arc<Shared>, state: u64) -> Device {
@@ -879,6 +1040,9 @@ impl Device {
             state,
             last: 0,
             last_written: 0,
+            prefetched: VecDeque::new(),
+            pending: VecDeque::new(),
+            executed: 0,
         }
     }
 
@@ -890,6 +1054,7 @@ impl Device {
         self.last = 0;
         self.last_written = 0;
         self.state = state;
+        self.prefetched.clear();
         self.publish();
     }
 
@@ -912,6 +1077,9 @@ impl Device {
                 return;
             }
             if self.s.flr.swap(false, Ordering::AcqRel) {
+                // What the device still held is lost with the reset:
+                // nothing lands after it.
+                self.pending.clear();
                 self.reset_state(chansts::IDLE);
             }
             let cmd = self.s.chancmd.load(Ordering::Acquire);
@@ -920,19 +1088,34 @@ impl Device {
                 let _exec = s.exec.lock().unwrap_or_else(PoisonError::into_inner);
                 // A function-level reset may have cleared it meanwhile.
                 if self.s.chancmd.load(Ordering::Acquire) == cmd {
+                    // Writes already made land before a command takes
+                    // effect.
+                    self.settle();
                     self.command(cmd);
+                    if cmd == chancmd::ABORT {
+                        self.prefetched.clear();
+                    }
                 }
                 idle_since = Instant::now();
                 continue;
             }
-            if self.runnable() {
-                let s = self.s.clone();
-                let _exec = s.exec.lock().unwrap_or_else(PoisonError::into_inner);
-                // Bus mastering may have gone off meanwhile.
-                if self.s.bus_master() {
-                    self.step();
+            let s = self.s.clone();
+            let f = &s.faults;
+            if f.manual.load(Ordering::Acquire) {
+                let req = f.step_req.load(Ordering::Acquire);
+                if req != f.step_ack.load(Ordering::Acquire) {
+                    let did = self.act();
+                    f.step_did.store(did, Ordering::Release);
+                    f.step_ack.store(req, Ordering::Release);
+                    idle_since = Instant::now();
+                    continue;
                 }
+            } else if self.act() {
                 idle_since = Instant::now();
+                continue;
+            } else if !self.pending.is_empty() {
+                // A held completion waits for a CHANSTS read: keep looking.
+                std::thread::yield_now();
                 continue;
             }
             if idle_since.elapsed() < self.s.cfg.spin {
@@ -942,14 +1125,39 @@ impl Device {
             self.s.sleeping.store(true, Ordering::Relaxed);
             fence(Ordering::SeqCst);
             let cmd = self.s.chancmd.load(Ordering::Acquire);
+            let f = &self.s.faults;
+            let asked = f.manual.load(Ordering::Acquire)
+                && f.step_req.load(Ordering::Acquire) != f.step_ack.load(Ordering::Acquire);
             if !self.s.stop.load(Ordering::Acquire)
                 && (cmd == 0 || self.ignores(cmd))
                 && !self.s.flr.load(Ordering::Acquire)
+                && !asked
                 && !self.runnable()
             {
                 std::thread::park_timeout(Duration::from_millis(200));
             }
             self.s.sleeping.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// One step: a held completion that is due, else one descriptor.
+    /// Returns whether there was one.
+    fn act(&mut self) -> bool {
+        let s = self.s.clone();
+        let _exec = s.exec.lock().unwrap_or_else(PoisonError::into_inner);
+        // Bus mastering may have gone off meanwhile: a function that may
+        // not reach memory neither writes nor fetches.
+        if !s.bus_master() {
+            return false;
+        }
+        if self.release_due() {
+            self.release(false);
+            true
+        } else if self.runnable() {
+            self.step();
+            true
+        } else {
+            false
         }
     }
 
@@ -1005,22 +1213,109 @@ impl Device {
     }
 
     fn halt(&mut self, bits: u32) {
-        let s = &self.s;
+        let s = self.s.clone();
         s.raise(bits);
         self.state = chansts::HALTED;
-        s.halts.fetch_add(1, Ordering::Relaxed);
-        self.publish();
+        self.prefetched.clear();
+        let map = s.map.clone();
+        let g = map.read();
+        // Writes made before the error land first.
+        self.release_in(&g, true);
+        // With ERR_COMPLETION_EN the completion word says HALTED and names
+        // the last completed descriptor (Linux's `ioat_eh` reads it).
         if s.chanctrl.load(Ordering::Acquire) & chanctrl::ERR_COMPLETION_EN != 0 {
-            let _ = self.write_completion(self.last | chansts::HALTED);
+            let _ = self.write_completion(&g, self.last | chansts::HALTED);
+        }
+        self.publish();
+        // Counted last: whoever waits for the count sees the registers.
+        s.halts.fetch_add(1, Ordering::Release);
+    }
+
+    /// Whether the oldest held completion is due: its hold is over, or
+    /// CHANSTS was read after it.
+    fn release_due(&self) -> bool {
+        let f = &self.s.faults;
+        let hold = f.hold.load(Ordering::Acquire);
+        self.pending.iter().any(|p| match p {
+            Pending::Word { at, reads, .. } => {
+                hold == 0
+                    || self.executed - at >= hold
+                    || f.status_reads.load(Ordering::Acquire) > *reads
+            }
+            _ => false,
+        })
+    }
+
+    /// Makes held writes visible: through the oldest held completion, or
+    /// (`all`) every one.
+    fn release(&mut self, all: bool) {
+        let map = self.s.map.clone();
+        let g = map.read();
+        self.release_in(&g, all);
+    }
+
+    fn release_in(&mut self, g: &IovaGuard, all: bool) {
+        while let Some(p) = self.pending.pop_front() {
+            let ok = match p {
+                Pending::Copy { dst, data } => match g.resolve(dst, data.len() as u64) {
+                    Some(to) => {
+                        // SAFETY: `data.len()` bytes inside a window held
+                        // by `g`; `data` is the device's own buffer.
+                        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), to, data.len()) };
+                        true
+                    }
+                    None => false,
+                },
+                Pending::Fill { dst, len, pattern } => match g.resolve(dst, len as u64) {
+                    Some(to) => {
+                        // SAFETY: `len` bytes inside a window held by `g`.
+                        unsafe { fill(to, len, pattern) };
+                        true
+                    }
+                    None => false,
+                },
+                Pending::Word { value, .. } => {
+                    let ok = self.write_completion(g, value).is_ok();
+                    if !all {
+                        if !ok {
+                            self.s
+                                .chanerr
+                                .fetch_or(chanerr::COMPLETION_ADDR, Ordering::AcqRel);
+                        }
+                        return;
+                    }
+                    ok
+                }
+            };
+            if !ok {
+                // Unmapped since the descriptor ran: the write is lost.
+                self.s
+                    .chanerr
+                    .fetch_or(chanerr::WRITE_DATA, Ordering::AcqRel);
+            }
         }
     }
 
-    fn write_completion(&mut self, v: u64) -> Result<(), Fault> {
+    /// Makes every held write visible (before a command, a halt).
+    fn settle(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if self.s.bus_master() {
+            self.release(true);
+        } else {
+            // A function that may not reach memory writes nothing: what it
+            // held is lost.
+            self.pending.clear();
+        }
+    }
+
+    fn write_completion(&mut self, g: &IovaGuard, v: u64) -> Result<(), Fault> {
         let cmp = self.s.chancmp.load(Ordering::Acquire);
         if !cmp.is_multiple_of(spec::CHANCMP_ALIGN as u64) {
             return Err(chanerr::COMPLETION_ADDR);
         }
-        let p = self.s.map.resolve(cmp, 8).ok_or(chanerr::COMPLETION_ADDR)?;
+        let p = g.resolve(cmp, 8).ok_or(chanerr::COMPLETION_ADDR)?;
         let f = &self.s.faults;
         let n = f.written.fetch_add(1, Ordering::Relaxed) + 1;
         let mut value = v;
@@ -1033,70 +1328,159 @@ impl Device {
             };
         }
         // SAFETY: `p` is 8 bytes inside a window of the device's address
-        // space (resolve checked it), 8-aligned (windows start on page
-        // boundaries and CHANCMP is 8-aligned); the driver reads it only
-        // atomically.
+        // space held by `g`, 8-aligned (windows start on page boundaries
+        // and CHANCMP is 8-aligned); the driver reads it only atomically.
         unsafe { AtomicU64::from_ptr(p.cast::<u64>()) }.store(value, Ordering::Release);
         self.last_written = v;
         self.s.completions.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Fetches and executes one descriptor.
+    /// Fetches and executes one descriptor, holding the IOVA map
+    /// throughout (an unmap waits for it); halts on an error.
     fn step(&mut self) {
+        let map = self.s.map.clone();
+        let result = {
+            let g = map.read();
+            self.step_in(&g)
+        };
+        if let Err(bits) = result {
+            self.halt(bits);
+        }
+    }
+
+    /// Reads ahead every descriptor handed over (up to DMACOUNT) from
+    /// `addr` on that is not read yet, as a device prefetches; stops at an
+    /// address it cannot read (the error comes when the chain gets there).
+    fn prefetch(&mut self, g: &IovaGuard, addr: u64) {
+        if self.prefetched.front().is_some_and(|(a, _)| *a != addr) {
+            self.prefetched.clear();
+        }
+        let handed = self
+            .s
+            .dmacount
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.count) as usize;
+        while self.prefetched.len() < handed {
+            let at = match self.prefetched.back() {
+                Some((_, d)) => field64(d, desc::NEXT),
+                None => addr,
+            };
+            if !at.is_multiple_of(spec::DESC_SIZE as u64) {
+                break;
+            }
+            let Some(p) = g.resolve(at, spec::DESC_SIZE as u64) else {
+                break;
+            };
+            // SAFETY: 64 bytes inside a window `g` holds, 64-aligned.
+            let d = unsafe { read_descriptor(p) };
+            self.prefetched.push_back((at, d));
+        }
+    }
+
+    fn step_in(&mut self, g: &IovaGuard) -> Result<(), Fault> {
         let (addr, first) = match self.next {
             Some(a) => (a, false),
             None => (self.s.chainaddr.load(Ordering::Acquire), true),
         };
         if !addr.is_multiple_of(spec::DESC_SIZE as u64) {
-            return self.halt(if first {
+            return Err(if first {
                 chanerr::CHAIN_ADDR_VALUE
             } else {
                 chanerr::NEXT_DESC_ALIGN
             });
         }
-        let Some(d) = self.s.map.resolve(addr, spec::DESC_SIZE as u64) else {
-            return self.halt(if first {
+        let Some(p) = g.resolve(addr, spec::DESC_SIZE as u64) else {
+            return Err(if first {
                 chanerr::CHAIN_ADDR_VALUE
             } else {
                 chanerr::NEXT_DESC_ADDR
             });
         };
-        // SAFETY: `d` is 64 bytes inside a mapped window (resolve), 64-byte
-        // aligned (windows are page aligned, addr is 64-aligned); the
-        // driver finished writing it before the DMACOUNT store this thread
-        // acquired, and reads here are volatile.
-        let (size, ctl, src, dst, next) = unsafe {
-            (
-                d.add(desc::SIZE).cast::<u32>().read_volatile(),
-                d.add(desc::CONTROL).cast::<u32>().read_volatile(),
-                d.add(desc::SRC).cast::<u64>().read_volatile(),
-                d.add(desc::DST).cast::<u64>().read_volatile(),
-                d.add(desc::NEXT).cast::<u64>().read_volatile(),
-            )
+        self.prefetch(g, addr);
+        // SAFETY: 64 bytes inside a window `g` holds, 64-aligned; the
+        // driver finished writing them before the DMACOUNT store this
+        // thread acquired.
+        let now = unsafe { read_descriptor(p) };
+        // The device runs what it read ahead; a slot rewritten since was
+        // written while the device could have had it.
+        let d = match self.prefetched.pop_front() {
+            Some((a, d)) if a == addr => {
+                if d != now {
+                    self.s.mismatches.fetch_add(1, Ordering::Relaxed);
+                }
+                d
+            }
+            _ => now,
         };
+        let (size, ctl) = (field32(&d, desc::SIZE), field32(&d, desc::CONTROL));
+        let (src, dst, next) = (
+            field64(&d, desc::SRC),
+            field64(&d, desc::DST),
+            field64(&d, desc::NEXT),
+        );
+        let s = self.s.clone();
+        let f = &s.faults;
+        let held = f.hold.load(Ordering::Acquire) > 0;
         self.count = self.count.wrapping_add(1);
         self.state = chansts::ACTIVE;
-        if let Err(bits) = self.execute(size, ctl, src, dst) {
-            return self.halt(bits);
+        self.s.started.fetch_add(1, Ordering::Relaxed);
+        if held {
+            // CHANSTS names the descriptor as soon as it starts.
+            self.s.chansts.store(addr | self.state, Ordering::Release);
+        }
+        let abort = self.s.chanctrl.load(Ordering::Acquire) & chanctrl::ANY_ERR_ABORT_EN != 0;
+        if let Err(bits) = self.execute(g, size, ctl, src, dst, held) {
+            if abort {
+                return Err(bits);
+            }
+            // Without ANY_ERR_ABORT_EN the error is latched in CHANERR and
+            // the descriptor counts as done, without its transfer.
+            self.s.raise(bits);
         }
         self.next = Some(next);
         if ctl & control::NULL == 0 || !self.s.cfg.hide_null_address {
             self.last = addr;
         }
+        self.executed += 1;
         if self.count == self.s.dmacount.load(Ordering::Acquire) {
             self.state = chansts::IDLE;
         }
-        self.s.descriptors.fetch_add(1, Ordering::Relaxed);
-        self.publish();
-        if ctl & control::COMPLETION_UPDATE != 0
-            && let Err(bits) = self.write_completion(self.last | self.state)
-        {
-            self.halt(bits);
+        if ctl & control::COMPLETION_UPDATE != 0 {
+            let value = self.last | self.state;
+            if held {
+                self.pending.push_back(Pending::Word {
+                    value,
+                    at: self.executed,
+                    reads: f.status_reads.load(Ordering::Acquire),
+                });
+            } else if let Err(bits) = self.write_completion(g, value) {
+                if abort {
+                    return Err(bits);
+                }
+                self.s.raise(bits);
+            }
         }
+        // The completion word first, then CHANSTS: a CHANSTS that shows a
+        // descriptor done never precedes its completion write (unless held).
+        self.publish();
+        self.s.descriptors.fetch_add(1, Ordering::Release);
+        Ok(())
     }
 
-    fn execute(&self, size: u32, ctl: u32, src: u64, dst: u64) -> Result<(), Fault> {
+    fn execute(
+        &mut self,
+        g: &IovaGuard,
+        size: u32,
+        ctl: u32,
+        src: u64,
+        dst: u64,
+        defer: bool,
+    ) -> Result<(), Fault> {
+        // A null descriptor of size 0 is a length error too.
+        if size == 0 {
+            return Err(chanerr::LENGTH);
+        }
         if ctl & control::NULL != 0 {
             self.s.nulls.fetch_add(1, Ordering::Relaxed);
             return Ok(());
@@ -1110,38 +1494,47 @@ impl Device {
             return Err(f.fail_bits.load(Ordering::Relaxed));
         }
         let max = spec::max_transfer(self.s.cfg.xfercap).unwrap_or(4096);
-        if size == 0 || size as u64 > max {
+        if size as u64 > max {
             return Err(chanerr::LENGTH);
         }
+        let slow = f.slow_ns.load(Ordering::Acquire);
+        if slow > 0 {
+            // A long transfer: the IOVA map stays held meanwhile.
+            std::thread::sleep(Duration::from_nanos(slow));
+        }
         let len = size as usize;
-        let to = self
-            .s
-            .map
-            .resolve(dst, size as u64)
-            .ok_or(chanerr::DEST_ADDR)?;
+        let to = g.resolve(dst, size as u64).ok_or(chanerr::DEST_ADDR)?;
         match control::op(ctl) {
             op::COPY => {
-                let from = self
-                    .s
-                    .map
-                    .resolve(src, size as u64)
-                    .ok_or(chanerr::SRC_ADDR)?;
-                // SAFETY: both ranges lie inside mapped windows (resolve);
-                // the submitter keeps them valid and untouched while the
-                // task is in flight (the accel contract). `copy` tolerates
-                // overlap, which a device would not promise either.
-                unsafe { std::ptr::copy(from, to, len) };
+                let from = g.resolve(src, size as u64).ok_or(chanerr::SRC_ADDR)?;
+                if defer {
+                    let mut data = vec![0u8; len];
+                    // SAFETY: `len` bytes inside a window `g` holds; the
+                    // submitter keeps the source valid while the task is
+                    // in flight (the accel contract).
+                    unsafe { std::ptr::copy(from, data.as_mut_ptr(), len) };
+                    self.pending.push_back(Pending::Copy { dst, data });
+                } else {
+                    // SAFETY: both ranges lie inside windows `g` holds
+                    // (no unmap can remove them before this returns); the
+                    // submitter keeps them valid and untouched while the
+                    // task is in flight (the accel contract). `copy`
+                    // tolerates overlap, which a device would not promise
+                    // either.
+                    unsafe { std::ptr::copy(from, to, len) };
+                }
             }
             op::FILL => {
-                let pattern = src.to_le_bytes();
-                if pattern.iter().all(|&b| b == pattern[0]) {
-                    // SAFETY: `len` bytes inside the mapped destination.
-                    unsafe { std::ptr::write_bytes(to, pattern[0], len) };
+                if defer {
+                    self.pending.push_back(Pending::Fill {
+                        dst,
+                        len,
+                        pattern: src,
+                    });
                 } else {
-                    for i in 0..len {
-                        // SAFETY: i < len, inside the mapped destination.
-                        unsafe { to.add(i).write(pattern[i % 8]) };
-                    }
+                    // SAFETY: `len` bytes inside the mapped destination,
+                    // held by `g`.
+                    unsafe { fill(to, len, src) };
                 }
             }
             _ => return Err(chanerr::CONTROL),

@@ -11,20 +11,29 @@
 /// Intel's PCI vendor id.
 pub const VENDOR_INTEL: u16 = 0x8086;
 
-/// PCI device ids of the I/OAT functions the driver takes (SPDK's list):
-/// SNB, IVB, HSW, BWD, BDX-DE, BDX, SKX, ICX.
+/// PCI device ids of the I/OAT functions the driver takes: SPDK's
+/// `ioat_pci_table` (`lib/ioat/ioat.c`, ids from `include/spdk/pci_ids.h`),
+/// which matches the 3.2+ rows of Linux `drivers/dma/ioat/init.c`
+/// `ioat_pci_tbl` (names from `include/linux/pci_ids.h`, `..._IOAT_SNB0`
+/// and so on). One family a row, its comment above it.
+#[rustfmt::skip]
 pub const DEVICE_IDS: &[u16] = &[
-    // SNB
-    0x3c20, 0x3c21, 0x3c22, 0x3c23, 0x3c24, 0x3c25, 0x3c26, 0x3c27, 0x3c2e, // IVB
+    // SNB (Sandy Bridge-EP, CB 3.2): IOAT_SNB0-7, SNB8 (Linux and SPDK also
+    // take SNB9, 0x3c2f, which this table has never listed).
+    0x3c20, 0x3c21, 0x3c22, 0x3c23, 0x3c24, 0x3c25, 0x3c26, 0x3c27, 0x3c2e,
+    // IVB (Ivy Bridge-EP, CB 3.2): IOAT_IVB0-7, IVB8, IVB9.
     0x0e20, 0x0e21, 0x0e22, 0x0e23, 0x0e24, 0x0e25, 0x0e26, 0x0e27, 0x0e2e, 0x0e2f,
-    // HSW
+    // HSW (Haswell-EP, CB 3.3): IOAT_HSW0-7, HSW8, HSW9.
     0x2f20, 0x2f21, 0x2f22, 0x2f23, 0x2f24, 0x2f25, 0x2f26, 0x2f27, 0x2f2e, 0x2f2f,
-    // BWD
-    0x0c50, 0x0c51, 0x0c52, 0x0c53, // BDX-DE
-    0x6f50, 0x6f51, 0x6f52, 0x6f53, // BDX
+    // BWD (Avoton/Rangeley, CB 3.3): IOAT_BWD0-3.
+    0x0c50, 0x0c51, 0x0c52, 0x0c53,
+    // BDX-DE (Broadwell-DE, CB 3.3): IOAT_BDXDE0-3.
+    0x6f50, 0x6f51, 0x6f52, 0x6f53,
+    // BDX (Broadwell-EP, CB 3.3): IOAT_BDX0-7, BDXE, BDXF.
     0x6f20, 0x6f21, 0x6f22, 0x6f23, 0x6f24, 0x6f25, 0x6f26, 0x6f27, 0x6f2e, 0x6f2f,
-    // SKX
-    0x2021, // ICX
+    // SKX (Skylake-SP, CBVER reads 3.2 on it; Linux treats it as 3.2): IOAT_SKX.
+    0x2021,
+    // ICX (Ice Lake-SP, CB 3.4): IOAT_ICX.
     0x0b00,
 ];
 
@@ -105,8 +114,9 @@ pub mod chan {
     pub const SIZE: usize = 0x30;
 }
 
-/// CHANCTRL bits (SPDK writes only [`chanctrl::ANY_ERR_ABORT_EN`]: the
-/// channel is polled, never interrupts).
+/// CHANCTRL bits (SPDK writes only [`chanctrl::ANY_ERR_ABORT_EN`]; this
+/// driver writes [`chanctrl::RUN`]: the channel is polled, never
+/// interrupts).
 pub mod chanctrl {
     /// Write the completion status on an error too.
     pub const ERR_COMPLETION_EN: u16 = 1 << 2;
@@ -114,6 +124,13 @@ pub mod chanctrl {
     pub const ANY_ERR_ABORT_EN: u16 = 1 << 3;
     /// Interrupt on an error.
     pub const ERR_INT_EN: u16 = 1 << 4;
+    /// What the driver programs: halt on any error, and write the
+    /// completion word (with the HALTED state and the last completed
+    /// descriptor) when it does, so that a halt is learnt from the
+    /// completion word, as Linux's `IOAT_CHANCTRL_RUN` does
+    /// (`drivers/dma/ioat/registers.h`; `ioat_eh` in `dma.c` takes what
+    /// completed from that word), without the interrupt bits.
+    pub const RUN: u16 = ERR_COMPLETION_EN | ANY_ERR_ABORT_EN;
 }
 
 /// CHANCMD values.

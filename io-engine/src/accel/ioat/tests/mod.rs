@@ -22,6 +22,7 @@ use crate::accel::{Accel, AccelChannel, Completion, Module, Opcode, Status};
 use crate::env::dma::{DmaRegion, HugepagePolicy, MapperRegistration, register_mapper};
 
 mod bringup;
+mod completion;
 
 fn cfg(ring: u32) -> DriverConfig {
     DriverConfig {
@@ -121,12 +122,7 @@ fn bring_up_follows_the_reference_sequence() {
         (false, true, c + chan::CHANERR, Some(0)),
         (false, true, c + chan::CHANCMD, Some(chancmd::RESET as u64)),
         (false, false, c + chan::CHANCMD, None),
-        (
-            false,
-            true,
-            c + chan::CHANCTRL,
-            Some(chanctrl::ANY_ERR_ABORT_EN as u64),
-        ),
+        (false, true, c + chan::CHANCTRL, Some(chanctrl::RUN as u64)),
         // 64-bit registers as 32-bit halves, low then high (Linux).
         (false, true, c + chan::CHANCMP, None),
         (false, true, c + chan::CHANCMP + 4, None),
