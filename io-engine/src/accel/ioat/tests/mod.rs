@@ -19,6 +19,8 @@ use crate::accel::conformance::{self, Arena, Recorder};
 use crate::accel::{Accel, AccelChannel, Completion, Module, Opcode, Status};
 use crate::env::dma::{DmaRegion, HugepagePolicy, MapperRegistration, register_mapper};
 
+mod lifetimes;
+
 fn cfg(ring: u32) -> DriverConfig {
     DriverConfig {
         ring_size: ring,
