@@ -478,10 +478,10 @@ impl AccelChannel {
 impl Drop for AccelChannel {
     /// Every queue holds the channel, so it goes once they are all closed;
     /// a module may still hold tasks of a queue whose drain gave up. The
-    /// modules' channels are drained (bounded) before they go; what a
-    /// module still holds past the deadline it may still read, so the
-    /// stages are leaked with it (their tasks' buffers are their
-    /// submitters' to leak).
+    /// modules' channels are drained (bounded) before they go; a module
+    /// channel that still holds tasks past the deadline is leaked (not
+    /// dropped, which would wait again), and so are the stages, which it
+    /// may still read (the tasks' buffers are their submitters' to leak).
     fn drop(&mut self) {
         let state = self.state.get_mut();
         let l = &mut state.ledger;
@@ -490,16 +490,17 @@ impl Drop for AccelChannel {
         }
         let deadline = Instant::now() + OFFLOAD_DRAIN_TIMEOUT;
         let mut left = 0;
-        for (m, chan) in l.chans.iter_mut().enumerate() {
-            let Some(chan) = chan else { continue };
+        for (m, slot) in l.chans.iter_mut().enumerate() {
+            let Some(chan) = slot else { continue };
             let n = chan.drain(&mut l.reported, deadline);
             l.reported.clear();
             if n > 0 {
                 tracing::error!(
                     "accel channel dropped while module {} still holds {n} tasks after \
-                     {OFFLOAD_DRAIN_TIMEOUT:?}; their staging lists are leaked",
+                     {OFFLOAD_DRAIN_TIMEOUT:?}; its channel and the staging lists are leaked",
                     self.modules[m].name()
                 );
+                std::mem::forget(slot.take());
                 left += n;
             }
         }
