@@ -51,6 +51,7 @@ mod channel;
 mod completion;
 #[cfg(test)]
 pub(crate) mod conformance;
+mod drain;
 mod error;
 mod io_vec;
 pub mod ioat;
@@ -72,6 +73,7 @@ mod tests;
 pub use assignment::Assignment;
 pub use channel::{AccelChannel, Batch, Queue, Reaped};
 pub use completion::Completion;
+pub use drain::{OFFLOAD_DRAIN_TIMEOUT, poll_until};
 pub use error::AccelError;
 pub use io_vec::IoVec;
 pub use module::Module;

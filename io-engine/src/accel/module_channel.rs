@@ -4,7 +4,9 @@
 //! Thread: a [`ModuleChannel`] is made on, and used only by, the thread of
 //! the [`AccelChannel`](super::AccelChannel) that owns it.
 
-use super::{Completion, Submission, Task, TaskId};
+use std::time::Instant;
+
+use super::{Completion, Submission, Task, TaskId, poll_until};
 
 /// One thread's channel to a module.
 pub trait ModuleChannel {
@@ -32,4 +34,23 @@ pub trait ModuleChannel {
 
     /// Tasks the engine holds (submitted, not yet reported).
     fn in_flight(&self) -> usize;
+
+    /// Polls until the engine holds no task or `deadline` passes, and
+    /// returns how many tasks it still holds then (0: drained). What
+    /// finishes meanwhile goes to `done`, as from [`ModuleChannel::poll`].
+    ///
+    /// A task still held at the deadline may still be read and written by
+    /// the engine: whoever owns its memory must leak it (never free it nor
+    /// hand it back to a pool), see `accel/drain.rs`. An engine reports a
+    /// task only when it can no longer touch the task's buffers (I/OAT:
+    /// after the device finished it, or was reset and proven stopped).
+    fn drain(&mut self, done: &mut Vec<(TaskId, Completion)>, deadline: Instant) -> usize {
+        poll_until(deadline, || {
+            if self.in_flight() > 0 {
+                self.poll(done);
+            }
+            self.in_flight() == 0
+        });
+        self.in_flight()
+    }
 }

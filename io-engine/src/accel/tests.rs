@@ -642,3 +642,31 @@ fn slice<'a>(p: *const u8, len: usize) -> &'a [u8] {
     // SAFETY: arena pieces, read after their tasks completed.
     unsafe { std::slice::from_raw_parts(p, len) }
 }
+
+#[test]
+fn vectored_lengths_whose_sum_wraps_are_refused_not_summed() {
+    let accel = Accel::software();
+    let ch = accel.channel();
+    let q = ch.queue();
+    let data = [7u8; 64];
+    let mut dst = [0u8; 64];
+    // usize::MAX + 2 wraps to 1: a task of "1 byte" over a vector that
+    // claims the whole address space.
+    let srcs = [
+        IoVec::new(data.as_ptr(), usize::MAX),
+        IoVec::new(data.as_ptr(), 2),
+    ];
+    let refused = |r: Result<(), AccelError>| matches!(r, Err(AccelError::Invalid { .. }));
+    // SAFETY: each call is refused at submission, before any module reads
+    // the vectors' memory (which the test asserts).
+    unsafe {
+        assert!(refused(q.crc32c(&srcs, 0, 1)));
+        assert!(refused(q.copy_crc32c(dst.as_mut_ptr(), &srcs, 0, 2)));
+        let mut b = q.batch();
+        assert!(refused(b.crc32c(&srcs, 0, 3)));
+        assert!(refused(b.copy_crc32c(dst.as_mut_ptr(), &srcs, 0, 4)));
+        b.submit();
+    }
+    assert_eq!(q.in_flight(), 0);
+    assert_eq!(dst, [0u8; 64]);
+}

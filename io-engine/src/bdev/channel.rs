@@ -9,17 +9,21 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 
 use super::copy_emulation::CopyEmulation;
 use super::desc::BdevDesc;
 use super::device_channel::DeviceChannel;
+use super::draining_channel::DrainingChannel;
 use super::error::BdevError;
 use super::io::{BdevIo, IoCompletion, IoDone, IoError, IoRequest, IoSlot, IoType, SubmitError};
 use super::stats::CoreCounters;
+use crate::accel::OFFLOAD_DRAIN_TIMEOUT;
 use crate::env::core_slot;
 use crate::env::tsc;
 use crate::pool::{ObjectPool, Pooled};
@@ -48,10 +52,12 @@ impl IoCompletion for Waiter {
     }
 }
 
+/// The channel's state, shared by its handle and its poller. When both are
+/// gone, `Drop` deals with the device channel first (see there), so that
+/// nothing the device may still write goes before it.
 struct Inner {
-    /// Holds the device open; let go as soon as a closed channel drains, so
-    /// a destroy right after the last IO finds the device closed.
-    desc: RefCell<Option<BdevDesc>>,
+    /// Taken out (once) by `Drop`.
+    dev: ManuallyDrop<RefCell<Box<dyn DeviceChannel>>>,
     io_pool: Arc<ObjectPool<IoSlot>>,
     block_mask: u64,
     block_size: u32,
@@ -59,7 +65,6 @@ struct Inner {
     supported: [bool; IoType::COUNT],
     /// This core's entry of the device's counters.
     counters: Arc<CachePadded<CoreCounters>>,
-    dev: RefCell<Box<dyn DeviceChannel>>,
     /// Scratch for the device's completions; keeps its capacity.
     done: RefCell<Vec<BdevIo>>,
     /// Requests that found the IO pool exhausted, in arrival order.
@@ -67,13 +72,19 @@ struct Inner {
     in_flight: Cell<u64>,
     closed: Cell<bool>,
     poller: RefCell<Option<PollerHandle>>,
+    /// Holds the device open; let go as soon as a closed channel drains, so
+    /// a destroy right after the last IO finds the device closed.
+    desc: RefCell<Option<BdevDesc>>,
 }
 
 /// A device opened on one core.
 ///
 /// Dropping the channel closes it: IOs already submitted (or queued for IO
 /// objects) still run and complete through their handlers, then the
-/// channel's poller unregisters itself.
+/// channel's poller unregisters itself. Should the poller go first (a
+/// completion handler panicked, which removes it, or the reactor stopped),
+/// the IOs in the device are finished without their handlers
+/// (`DrainingChannel`) before any of their memory is let go.
 pub struct IoChannel {
     inner: Rc<Inner>,
 }
@@ -107,7 +118,7 @@ impl IoChannel {
             supported,
             counters: desc.stats().core(core_slot::current()),
             io_pool: desc.io_pool_arc(),
-            dev: RefCell::new(dev),
+            dev: ManuallyDrop::new(RefCell::new(dev)),
             done: RefCell::new(Vec::with_capacity(INITIAL_QUEUE)),
             waiting: RefCell::new(VecDeque::new()),
             in_flight: Cell::new(0),
@@ -177,6 +188,37 @@ impl Drop for IoChannel {
     fn drop(&mut self) {
         self.inner.closed.set(true);
         self.inner.retire_if_drained();
+    }
+}
+
+impl Drop for Inner {
+    /// Runs once the handle and the poller are both gone. After a normal
+    /// close the poller retires only with nothing in flight; but it is also
+    /// dropped with IO still in the device when a completion handler
+    /// panics (the reactor removes a panicking poller) or the reactor
+    /// stops. The device channel then goes to a [`DrainingChannel`], which
+    /// keeps it, and the device open, until the device has finished every
+    /// IO, dropping them without calling their handlers: a handler that
+    /// just panicked may panic again, this may run while the reactor tears
+    /// down, and whoever dropped the channel gave up its completions.
+    /// Requests still waiting for IO objects never reached the device and
+    /// are dropped with their buffers.
+    fn drop(&mut self) {
+        // SAFETY: `dev` is taken only here, in `drop`, which runs once;
+        // nothing uses it afterwards.
+        let dev = unsafe { ManuallyDrop::take(&mut self.dev) }.into_inner();
+        let in_flight = self.in_flight.get();
+        if in_flight == 0 {
+            drop(dev);
+            return;
+        }
+        DrainingChannel::start(
+            dev,
+            in_flight,
+            self.counters.clone(),
+            self.desc.get_mut().take(),
+            Instant::now() + OFFLOAD_DRAIN_TIMEOUT,
+        );
     }
 }
 

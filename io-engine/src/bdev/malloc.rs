@@ -21,13 +21,16 @@
 //! finished, on that same core.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::device::Bdev;
 use super::device_channel::DeviceChannel;
 use super::identity::Identity;
 use super::io::{BdevIo, IoError, IoType};
 use super::uri::BdevSpec;
-use crate::accel::{Accel, AccelError, Batch, Placement, Queue, Reaped, Status};
+use crate::accel::{
+    Accel, AccelError, Batch, OFFLOAD_DRAIN_TIMEOUT, Placement, Queue, Reaped, Status,
+};
 use crate::env::cache;
 use crate::env::dma::{DmaError, DmaRegion, check_memory};
 
@@ -83,14 +86,14 @@ impl Bdev for Malloc {
     }
     fn create_channel(&self) -> Box<dyn DeviceChannel> {
         Box::new(MallocChannel {
-            mem: self.mem.clone(),
-            placement: self.placement,
             q: self.accel.channel().queue(),
+            ios: Vec::with_capacity(PREALLOC),
             pending: Vec::with_capacity(PREALLOC),
             spare: Vec::with_capacity(PREALLOC),
-            ios: Vec::with_capacity(PREALLOC),
             free: Vec::with_capacity(PREALLOC),
             reaped: Vec::with_capacity(PREALLOC),
+            placement: self.placement,
+            mem: self.mem.clone(),
         })
     }
 }
@@ -100,21 +103,24 @@ impl Bdev for Malloc {
 /// (tests/no_alloc.rs).
 const PREALLOC: usize = 1024;
 
+/// A malloc channel. Its fields drop in order: the queue (whose engines
+/// are done with every task by then, see `Drop`), then the IOs whose
+/// buffers the tasks named, and the device memory last.
 struct MallocChannel {
-    mem: Arc<DmaRegion>,
-    placement: Placement,
     /// This channel's completion queue on the core's accel channel.
     q: Queue,
-    /// Slots of IOs submitted and not yet handed to accel, in order.
-    pending: Vec<u32>,
-    /// `pending`'s other buffer, swapped in while a poll hands IOs over.
-    spare: Vec<u32>,
     /// Every IO the channel holds, by slot, from submission to
     /// completion; an IO's slot is its accel task's tag, so a reaped
     /// record leads straight to its IO.
     ios: Vec<Option<BdevIo>>,
+    /// Slots of IOs submitted and not yet handed to accel, in order.
+    pending: Vec<u32>,
+    /// `pending`'s other buffer, swapped in while a poll hands IOs over.
+    spare: Vec<u32>,
     free: Vec<u32>,
     reaped: Vec<Reaped>,
+    placement: Placement,
+    mem: Arc<DmaRegion>,
 }
 
 /// Adds an IO's data movement to `batch`, under `tag`. The bdev channel
@@ -137,11 +143,19 @@ fn add(
     // SAFETY: for each submission below, the device range is inside its
     // live mapping, which the channel keeps alive (`mem`) past the IO;
     // the IO buffer is owned by the IO, which the channel holds in `ios`
-    // until its task's record is reaped (the bdev channel drops a device
-    // channel only once all its IOs have completed). They are distinct (a
-    // buffer is not device memory). Concurrent IOs to the same blocks race
-    // on content only, as on any block device. A copy's source is inside
-    // the mapping too and does not overlap its destination (validated).
+    // until its task's record is reaped, and a channel dropped before that
+    // waits until accel reports every task of its queue, or leaks the IOs
+    // and the mapping if that does not happen by the drain's deadline
+    // (`Drop for MallocChannel`). They are distinct (a buffer is not
+    // device memory). A copy's source is inside the mapping too and does
+    // not overlap its destination (validated). Not covered: IOs from
+    // different cores to the same blocks may run at once, and engines
+    // access device memory with plain (non-atomic) loads and stores, which
+    // is a data race in Rust's memory model, not only a race on content.
+    // It is tolerated because no reference to device memory is ever made
+    // (engines get raw pointers), so no compiler assumption rests on those
+    // bytes, and a block device promises nothing for overlapping IOs in
+    // flight.
     unsafe {
         match io.op() {
             IoType::Read => {
@@ -246,6 +260,32 @@ impl DeviceChannel for MallocChannel {
         }
         self.reaped.clear();
         done.len() - before
+    }
+}
+
+impl Drop for MallocChannel {
+    /// Waits (up to [`OFFLOAD_DRAIN_TIMEOUT`]) until accel holds none of this
+    /// channel's IOs, so that their buffers and the device memory outlive
+    /// every engine access. What an engine still holds past the deadline
+    /// it may still write: the IOs (their IO objects and buffers) and the
+    /// device memory are then leaked, never returned to their pools nor
+    /// freed.
+    fn drop(&mut self) {
+        let left = self.q.drain(Instant::now() + OFFLOAD_DRAIN_TIMEOUT);
+        if left == 0 {
+            return;
+        }
+        let ios = std::mem::take(&mut self.ios);
+        let bytes: u64 = ios.iter().flatten().map(|io| io.len()).sum();
+        tracing::error!(
+            "malloc: channel dropped while accel still holds {left} of its tasks after \
+             {OFFLOAD_DRAIN_TIMEOUT:?}; leaking its {} IOs ({bytes} bytes of buffers) and the \
+             device's {} bytes of memory, which the engine may still write",
+            ios.iter().flatten().count(),
+            self.mem.len()
+        );
+        std::mem::forget(ios);
+        std::mem::forget(self.mem.clone());
     }
 }
 

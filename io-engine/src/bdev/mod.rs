@@ -24,8 +24,9 @@
 //! `null.rs` and `malloc.rs` (the devices), `factory.rs` (builds a device
 //! from its spec), `entry.rs`, `desc.rs`, `info.rs`, `stats_reset.rs` and
 //! `registry.rs` (the set of devices), `copy_progress.rs` and
-//! `copy_emulation.rs` (copy made of reads and writes), `channel.rs` (the
-//! per-core channel).
+//! `copy_emulation.rs` (copy made of reads and writes),
+//! `draining_channel.rs` (a device channel left with IO in flight, kept
+//! until the device finishes it), `channel.rs` (the per-core channel).
 
 mod channel;
 mod copy_emulation;
@@ -33,6 +34,7 @@ mod copy_progress;
 mod desc;
 mod device;
 mod device_channel;
+mod draining_channel;
 mod entry;
 mod error;
 mod factory;

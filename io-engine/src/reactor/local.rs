@@ -253,10 +253,19 @@ pub(super) fn run(shared: Arc<Shared>, slot: SlotClaim, fds: Fds) {
             last_busy = now;
         }
     }
-    // Drop what is still registered while the thread-local is alive.
-    local.pollers.borrow_mut().clear();
-    local.added.borrow_mut().clear();
-    local.ready.borrow_mut().clear();
+    // Drop what is still registered while the thread-local is alive, each
+    // list taken out first: a drop may register a poller in turn (a bdev
+    // channel left with IO in flight hands its device channel to one),
+    // which the next pass drops.
+    loop {
+        let pollers = std::mem::take(&mut *local.pollers.borrow_mut());
+        let added = std::mem::take(&mut *local.added.borrow_mut());
+        let ready = std::mem::take(&mut *local.ready.borrow_mut());
+        if pollers.is_empty() && added.is_empty() && ready.is_empty() {
+            break;
+        }
+        drop((pollers, added, ready));
+    }
     LOCAL.with(|l| *l.borrow_mut() = None);
     drop(slot);
 }

@@ -6,6 +6,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::queue_state::{QueueState, Reaped};
 use super::room::Room;
@@ -13,7 +14,8 @@ use super::stage::{MAX_STAGE, Stage, first_id, index_of, stage_of};
 use super::tally::Tally;
 use crate::accel::stats::ChannelStats;
 use crate::accel::{
-    AccelError, Completion, Module, ModuleChannel, Opcode, Submission, Task, TaskId,
+    AccelError, Completion, Module, ModuleChannel, OFFLOAD_DRAIN_TIMEOUT, Opcode, Submission, Task,
+    TaskId, poll_until,
 };
 
 /// Most modules one channel routes to (offload engines plus software).
@@ -437,6 +439,20 @@ impl AccelChannel {
         n
     }
 
+    /// Polls the modules until none holds a task of queue `id` or
+    /// `deadline` passes; returns how many they still hold then.
+    pub(super) fn drain_queue(&self, id: u16, deadline: Instant) -> usize {
+        let mut left = 0;
+        poll_until(deadline, || {
+            let mut state = self.state.borrow_mut();
+            self.poll_modules(&mut state);
+            let q = &state.ledger.queues[id as usize];
+            left = q.in_flight - q.records.len();
+            left == 0
+        });
+        left
+    }
+
     /// Tasks submitted through queue `id` and not yet reaped.
     pub(super) fn queue_in_flight(&self, id: u16) -> usize {
         self.state.borrow().ledger.queues[id as usize].in_flight
@@ -455,6 +471,41 @@ impl AccelChannel {
         self.give_back_tasks(n);
         if q.in_flight == 0 {
             state.free_queues.push(id);
+        }
+    }
+}
+
+impl Drop for AccelChannel {
+    /// Every queue holds the channel, so it goes once they are all closed;
+    /// a module may still hold tasks of a queue whose drain gave up. The
+    /// modules' channels are drained (bounded) before they go; a module
+    /// channel that still holds tasks past the deadline is leaked (not
+    /// dropped, which would wait again), and so are the stages, which it
+    /// may still read (the tasks' buffers are their submitters' to leak).
+    fn drop(&mut self) {
+        let state = self.state.get_mut();
+        let l = &mut state.ledger;
+        if l.in_modules == 0 {
+            return;
+        }
+        let deadline = Instant::now() + OFFLOAD_DRAIN_TIMEOUT;
+        let mut left = 0;
+        for (m, slot) in l.chans.iter_mut().enumerate() {
+            let Some(chan) = slot else { continue };
+            let n = chan.drain(&mut l.reported, deadline);
+            l.reported.clear();
+            if n > 0 {
+                tracing::error!(
+                    "accel channel dropped while module {} still holds {n} tasks after \
+                     {OFFLOAD_DRAIN_TIMEOUT:?}; its channel and the staging lists are leaked",
+                    self.modules[m].name()
+                );
+                std::mem::forget(slot.take());
+                left += n;
+            }
+        }
+        if left > 0 {
+            std::mem::forget(std::mem::take(&mut state.stages));
         }
     }
 }

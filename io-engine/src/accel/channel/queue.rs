@@ -4,17 +4,19 @@
 //! Thread: the channel's; `!Send`.
 
 use std::rc::Rc;
+use std::time::Instant;
 
 use super::accel_channel::AccelChannel;
 use super::queue_state::Reaped;
 use super::submissions::submissions;
-use crate::accel::{AccelError, IoVec, Opcode, Placement, Task};
+use crate::accel::{AccelError, IoVec, OFFLOAD_DRAIN_TIMEOUT, Opcode, Placement, Task};
 
 /// A submitter's completion queue on its thread's [`AccelChannel`]
 /// ([`AccelChannel::queue`]): tasks submitted through it (alone, or in a
 /// [`Batch`](super::Batch)) end as `(tag, completion)` records that only
-/// [`Queue::reap`] hands back, in bulk. Dropping the queue forgets its
-/// unreaped records; tasks still in a module then finish unreported.
+/// [`Queue::reap`] hands back, in bulk. Dropping the queue first waits
+/// ([`Queue::drain`], up to [`OFFLOAD_DRAIN_TIMEOUT`]) until no module holds its
+/// tasks, then forgets its unreaped records.
 ///
 /// The submission calls are `unsafe`, with the contract given at
 /// [`Batch`](super::Batch).
@@ -59,6 +61,15 @@ impl Queue {
         self.ch.queue_in_flight(self.id)
     }
 
+    /// Polls the channel's modules until none holds a task submitted
+    /// through this queue, or until `deadline`; returns how many they still
+    /// hold then (0: every task is reported, its record waits here). The
+    /// buffers of tasks still held past the deadline may still be written
+    /// by the engine: their submitter must leak them (`accel/drain.rs`).
+    pub fn drain(&self, deadline: Instant) -> usize {
+        self.ch.drain_queue(self.id, deadline)
+    }
+
     #[inline]
     fn single(
         &self,
@@ -75,6 +86,13 @@ impl Queue {
 
 impl Drop for Queue {
     fn drop(&mut self) {
+        let left = self.drain(Instant::now() + OFFLOAD_DRAIN_TIMEOUT);
+        if left > 0 {
+            tracing::error!(
+                "accel queue dropped while engines still hold {left} of its tasks after \
+                 {OFFLOAD_DRAIN_TIMEOUT:?}; their submitter must leak their buffers"
+            );
+        }
         self.ch.close(self.id);
     }
 }

@@ -131,7 +131,7 @@ macro_rules! submissions {
             seed: u32,
             tag: u64,
         ) -> Result<(), AccelError> {
-            let len = srcs.iter().map(|v| v.len).sum();
+            let len = super::validate::vector_len(srcs);
             self.$via(Opcode::Crc32c, len, tag, |t| {
                 t.set_sources(srcs);
                 t.seed = seed;
@@ -151,7 +151,7 @@ macro_rules! submissions {
             seed: u32,
             tag: u64,
         ) -> Result<(), AccelError> {
-            let len = srcs.iter().map(|v| v.len).sum();
+            let len = super::validate::vector_len(srcs);
             self.$via(Opcode::CopyCrc32c, len, tag, |t| {
                 t.dst = dst;
                 t.set_sources(srcs);

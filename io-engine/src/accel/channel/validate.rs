@@ -4,7 +4,7 @@
 //! Thread: the channel's; called once per task, as it is built
 //! ([`Stage::push`](super::stage::Stage::push)).
 
-use crate::accel::{AccelError, Opcode, Task};
+use crate::accel::{AccelError, IoVec, Opcode, Task};
 
 /// Dualcast destinations must be aligned to this (SPDK's rule).
 pub(super) const DUALCAST_ALIGN: usize = 4096;
@@ -16,6 +16,7 @@ pub(super) enum Refusal {
     Overlap,
     Unaligned,
     EmptyVector,
+    VectorOverflow,
     VectorTotal { total: usize, len: usize },
     TooLong { len: usize, max: usize },
 }
@@ -39,6 +40,7 @@ impl Refusal {
                 format!("destinations must be {DUALCAST_ALIGN}-byte aligned")
             }
             Refusal::EmptyVector => "a source vector is null or empty".into(),
+            Refusal::VectorOverflow => "the source vectors' lengths add up past usize".into(),
             Refusal::VectorTotal { total, len } => {
                 format!("source vectors hold {total} bytes, not the {len} asked")
             }
@@ -47,6 +49,14 @@ impl Refusal {
             }
         }
     }
+}
+
+/// The total length of vectored sources, for the task's `len`: their sum,
+/// or `usize::MAX` where it would pass it (which [`validate`] then refuses:
+/// it is above every module's limit, or the sum checked there overflows).
+#[inline]
+pub(super) fn vector_len(srcs: &[IoVec]) -> usize {
+    srcs.iter().fold(0usize, |sum, v| sum.saturating_add(v.len))
 }
 
 /// Checks what the framework can check before any module sees a task.
@@ -61,7 +71,9 @@ pub(super) fn validate(t: &Task, max_len: usize) -> Result<(), Refusal> {
             max: max_len,
         });
     }
-    let overlaps = |a: usize, alen: usize, b: usize, blen: usize| a < b + blen && b < a + alen;
+    let overlaps = |a: usize, alen: usize, b: usize, blen: usize| {
+        a < b.saturating_add(blen) && b < a.saturating_add(alen)
+    };
     match t.op {
         Opcode::Copy => {
             if t.dst.is_null() || t.src.is_null() {
@@ -105,7 +117,9 @@ pub(super) fn validate(t: &Task, max_len: usize) -> Result<(), Refusal> {
                 if v.base.is_null() || v.len == 0 {
                     return Err(Refusal::EmptyVector);
                 }
-                total += v.len;
+                // Checked: a sum that wraps (a release build does not
+                // trap) could match `len` and run over memory nobody gave.
+                total = total.checked_add(v.len).ok_or(Refusal::VectorOverflow)?;
                 if copy && overlaps(t.dst as usize, t.len, v.base as usize, v.len) {
                     return Err(Refusal::Overlap);
                 }

@@ -2,13 +2,15 @@
 //! [`ModuleChannel`].
 //!
 //! Thread: the reactor that took it (`create_channel`); when it is dropped
-//! its channel goes back to the pool for the next thread.
+//! its channel goes back to the pool for the next thread, once nothing is
+//! in flight on it.
 
 use std::sync::{Arc, PoisonError};
+use std::time::Instant;
 
 use super::channel_pool::ChannelPool;
 use super::driver::Channel;
-use crate::accel::{Completion, ModuleChannel, Submission, Task, TaskId};
+use crate::accel::{Completion, ModuleChannel, OFFLOAD_DRAIN_TIMEOUT, Submission, Task, TaskId};
 
 /// One reactor's I/OAT channel.
 pub struct IoatChannel {
@@ -49,18 +51,24 @@ impl ModuleChannel for IoatChannel {
 }
 
 impl Drop for IoatChannel {
+    /// Drains the channel first (its owner, the accel channel, drains it
+    /// too; whoever else drops one may not have): the driver reports a
+    /// request only once the device can no longer write its buffers, so a
+    /// drained channel is safe to hand to the next thread. One that still
+    /// has requests in its ring past the deadline is leaked whole (ring,
+    /// registers, device): nothing proves the device stopped, so nothing it
+    /// may write is freed, and the channel is not used again.
     fn drop(&mut self) {
+        let mut done = Vec::new();
+        let left = self.drain(&mut done, Instant::now() + OFFLOAD_DRAIN_TIMEOUT);
         let Some(ch) = self.ch.take() else { return };
-        if ch.in_flight() > 0 {
-            // The framework drops a channel only with nothing in flight;
-            // should it not, the device must stop (dropping the channel
-            // resets it) before the buffers go, and the channel is lost.
-            tracing::warn!(
-                "ioat {}: channel released with {} requests in flight; resetting it, it is \
-                 not used again",
-                ch.name(),
-                ch.in_flight()
+        if left > 0 {
+            tracing::error!(
+                "ioat {}: channel released with {left} requests still in flight after \
+                 {OFFLOAD_DRAIN_TIMEOUT:?}; its ring and device are leaked, not used again",
+                ch.name()
             );
+            std::mem::forget(ch);
             return;
         }
         if ch.broken().is_some() {

@@ -1,19 +1,22 @@
 //! [`DmaBuffer`]: device-visible memory the I/OAT driver owns (the
 //! descriptor ring, the completion word), a view of a
-//! [`DmaSlice`](crate::env::dma::DmaSlice) reached only through volatile and
-//! atomic accessors, never through `&`/`&mut` references, since the device
-//! may access it at any time.
+//! [`DmaSlice`](crate::env::dma::DmaSlice) reached only through atomic
+//! accessors, never through `&`/`&mut` references, since the device may
+//! access it at any time. Every access is atomic (relaxed, or
+//! acquire/release where it orders other memory), so a `DmaBuffer` shared
+//! between threads (it is `Sync`) races with nothing, in the language's
+//! model as on the hardware.
 //!
 //! Thread: the reactor that owns the channel (and, for the model, its
 //! device thread, through the IOVA).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::env::dma::{DmaRegion, DmaSlice};
 
 /// Device-visible memory the driver owns (the descriptor ring, the
-/// completion word), reached only through volatile and atomic accessors.
+/// completion word), reached only through atomic accessors.
 ///
 /// It shares the region slice of a pool's `DmaChunk` (a range of a
 /// `DmaRegion`, its IOVA, the bounds checks), but not its contract: a chunk
@@ -25,7 +28,7 @@ use crate::env::dma::{DmaRegion, DmaSlice};
 pub struct DmaBuffer(DmaSlice);
 
 /// The slice's base, length, IOVA and raw-pointer access; the buffer adds
-/// the volatile and atomic accessors below.
+/// the atomic accessors below.
 impl std::ops::Deref for DmaBuffer {
     type Target = DmaSlice;
 
@@ -42,37 +45,48 @@ impl DmaBuffer {
         DmaBuffer(DmaSlice::new(region, 0, len, iova))
     }
 
-    /// Volatile 32-bit write at `off`.
+    /// The 32-bit word at `off`, as an atomic.
+    #[inline]
+    fn word32(&self, off: usize) -> &AtomicU32 {
+        let p = self.0.at::<u32>(off);
+        // SAFETY: in bounds and 4-aligned (checked by `at`); the memory is
+        // mapped while `self` lives (the returned reference borrows it) and
+        // is only ever accessed atomically (here, and by the device), never
+        // through a non-atomic reference.
+        unsafe { AtomicU32::from_ptr(p) }
+    }
+
+    /// The 64-bit word at `off`, as an atomic.
+    #[inline]
+    fn word64(&self, off: usize) -> &AtomicU64 {
+        let p = self.0.at::<u64>(off);
+        // SAFETY: as for `word32`, 8-aligned (checked by `at`).
+        unsafe { AtomicU64::from_ptr(p) }
+    }
+
+    /// 32-bit write at `off` (relaxed: the doorbell's release orders it
+    /// before the device's reads).
     #[inline]
     pub fn write_u32(&self, off: usize, v: u32) {
-        let p = self.0.at::<u32>(off);
-        // SAFETY: in bounds and aligned (checked by `at`); the memory is
-        // mapped while `self` lives and only accessed through raw pointers.
-        unsafe { p.write_volatile(v) }
+        self.word32(off).store(v, Ordering::Relaxed)
     }
 
-    /// Volatile 64-bit write at `off`.
+    /// 64-bit write at `off` (relaxed).
     #[inline]
     pub fn write_u64(&self, off: usize, v: u64) {
-        let p = self.0.at::<u64>(off);
-        // SAFETY: as for write_u32.
-        unsafe { p.write_volatile(v) }
+        self.word64(off).store(v, Ordering::Relaxed)
     }
 
-    /// Volatile 32-bit read at `off`.
+    /// 32-bit read at `off` (relaxed).
     #[inline]
     pub fn read_u32(&self, off: usize) -> u32 {
-        let p = self.0.at::<u32>(off);
-        // SAFETY: as for write_u32.
-        unsafe { p.read_volatile() }
+        self.word32(off).load(Ordering::Relaxed)
     }
 
-    /// Volatile 64-bit read at `off`.
+    /// 64-bit read at `off` (relaxed).
     #[inline]
     pub fn read_u64(&self, off: usize) -> u64 {
-        let p = self.0.at::<u64>(off);
-        // SAFETY: as for write_u32.
-        unsafe { p.read_volatile() }
+        self.word64(off).load(Ordering::Relaxed)
     }
 
     /// Atomic (acquire) 64-bit load at `off`: the completion word, which
@@ -80,18 +94,12 @@ impl DmaBuffer {
     /// reads of task data after it.
     #[inline]
     pub fn load_u64(&self, off: usize) -> u64 {
-        let p = self.0.at::<u64>(off);
-        // SAFETY: in bounds and 8-aligned (checked by `at`); the memory is
-        // only accessed atomically or volatilely, never by reference, and
-        // lives as long as `self`.
-        unsafe { AtomicU64::from_ptr(p) }.load(Ordering::Acquire)
+        self.word64(off).load(Ordering::Acquire)
     }
 
     /// Atomic (release) 64-bit store at `off`.
     #[inline]
     pub fn store_u64(&self, off: usize, v: u64) {
-        let p = self.0.at::<u64>(off);
-        // SAFETY: as for load_u64.
-        unsafe { AtomicU64::from_ptr(p) }.store(v, Ordering::Release)
+        self.word64(off).store(v, Ordering::Release)
     }
 }

@@ -310,11 +310,6 @@ pub struct Channel {
     counters: Arc<DriverCounters>,
 }
 
-// SAFETY: a channel owns its ring (DMA memory reached only through volatile
-// and atomic accessors) and its register handle (`Registers: Send`); it is
-// handed between threads whole and used by one thread at a time.
-unsafe impl Send for Channel {}
-
 const EMPTY: Window = Window {
     va: 0,
     len: 0,

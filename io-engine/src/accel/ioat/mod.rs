@@ -19,8 +19,8 @@
 //!   [`Window`]s). The VFIO backend (mapped BAR0, IOMMU mappings) and the
 //!   device model (a register file, its own address space) implement both,
 //!   with [`MappedMemory`] over an [`IovaMap`]. Memory the device reads or
-//!   writes is touched only through volatile or atomic accessors
-//!   ([`DmaBuffer`]), never through `&`/`&mut` references;
+//!   writes is touched only through atomic accessors ([`DmaBuffer`]),
+//!   never through `&`/`&mut` references;
 //! - [`driver`]: the channel driver (bring-up, ring, submission,
 //!   completion, recovery);
 //! - [`vfio`]: the VFIO backend (sysfs discovery, container, group,

@@ -1208,8 +1208,12 @@ impl Device {
             }
             _ => self.halt(chanerr::CHANCMD),
         }
-        // Self-clearing once done (RESET is what the driver waits on).
-        self.s.chancmd.store(0, Ordering::Release);
+        // Self-clearing once done (RESET is what the driver waits on); a
+        // command written meanwhile is kept for the next turn, not lost.
+        let _ = self
+            .s
+            .chancmd
+            .compare_exchange(cmd, 0, Ordering::AcqRel, Ordering::Acquire);
     }
 
     fn halt(&mut self, bits: u32) {

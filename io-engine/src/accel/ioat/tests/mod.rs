@@ -23,6 +23,7 @@ use crate::env::dma::{DmaRegion, HugepagePolicy, MapperRegistration, register_ma
 
 mod bringup;
 mod completion;
+mod lifetimes;
 
 fn cfg(ring: u32) -> DriverConfig {
     DriverConfig {
