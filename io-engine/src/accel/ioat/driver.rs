@@ -435,17 +435,27 @@ impl Channel {
     fn reset_hw(&self) -> Result<(), StartError> {
         let busy = |v: u64| matches!(chansts::state(v), chansts::ACTIVE | chansts::IDLE);
         if busy(self.chansts()) {
-            self.hw
-                .regs
-                .write8(self.base + chan::CHANCMD, chancmd::SUSPEND);
+            // SAFETY: SUSPEND starts no new DMA; what the device may still
+            // reach is this channel's ring, which lives until the channel is
+            // dropped (after a reset), and requests whose buffers are
+            // reported done only once the device is stopped.
+            unsafe {
+                self.hw
+                    .regs
+                    .write8(self.base + chan::CHANCMD, chancmd::SUSPEND)
+            };
             self.wait("the channel to suspend", |c| !busy(c.chansts()))?;
         }
         // Write-1-to-clear: writing the bits back clears them.
         let err = self.chanerr();
-        self.hw.regs.write32(self.base + chan::CHANERR, err);
-        self.hw
-            .regs
-            .write8(self.base + chan::CHANCMD, chancmd::RESET);
+        // SAFETY: clearing CHANERR and RESET start no DMA: the channel is
+        // suspended or halted, and RESET leaves it idle with no chain.
+        unsafe {
+            self.hw.regs.write32(self.base + chan::CHANERR, err);
+            self.hw
+                .regs
+                .write8(self.base + chan::CHANCMD, chancmd::RESET);
+        }
         self.wait("the channel reset", |c| {
             c.hw.regs.read8(c.base + chan::CHANCMD) & chancmd::RESET == 0
         })
@@ -480,9 +490,16 @@ impl Channel {
 
         self.reset_hw()?;
         let regs = &self.hw.regs;
-        regs.write16(self.base + chan::CHANCTRL, chanctrl::ANY_ERR_ABORT_EN);
-        regs.write64(self.base + chan::CHANCMP, self.ring.iova() + cmp as u64);
-        regs.write64(self.base + chan::CHAINADDR, self.ring.iova());
+        // SAFETY: CHANCMP names the completion word and CHAINADDR the first
+        // descriptor of this channel's ring (`self.ring`, a DMA region the
+        // channel owns and frees only after resetting the device on drop);
+        // every descriptor of the ring was just zeroed and linked to the
+        // next one, and none runs before the DMACOUNT write.
+        unsafe {
+            regs.write16(self.base + chan::CHANCTRL, chanctrl::ANY_ERR_ABORT_EN);
+            regs.write64(self.base + chan::CHANCMP, self.ring.iova() + cmp as u64);
+            regs.write64(self.base + chan::CHAINADDR, self.ring.iova());
+        }
 
         // One null descriptor (size 8), with completion update.
         let off = self.slot_off(0);
@@ -515,9 +532,17 @@ impl Channel {
         // The descriptors (plain volatile stores) must reach memory before
         // the device learns of them.
         fence(Ordering::Release);
-        self.hw
-            .regs
-            .write16(self.base + chan::DMACOUNT, self.head as u16);
+        // SAFETY: the descriptors up to `head` lie in this channel's ring
+        // and name the null descriptor or the buffers of requests the
+        // driver holds (IOVAs of windows the mapper keeps mapped while the
+        // regions live); their owners get them back only once the driver
+        // reports the request done, which it does only when the device can
+        // no longer write them.
+        unsafe {
+            self.hw
+                .regs
+                .write16(self.base + chan::DMACOUNT, self.head as u16)
+        };
         self.flushed = self.head;
         bump(&self.counters.doorbells, 1);
     }

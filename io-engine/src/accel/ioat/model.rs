@@ -360,7 +360,7 @@ impl IoatModel {
 
     /// A device whose address space is `map`, kept by the caller (and
     /// perhaps shared with other devices).
-    pub fn with_map(cfg: ModelConfig, map: Arc<IovaMap>) -> IoatModel {
+    pub(crate) fn with_map(cfg: ModelConfig, map: Arc<IovaMap>) -> IoatModel {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed) as usize;
         let shared = Arc::new(Shared {
             id,
@@ -541,16 +541,16 @@ impl Registers for ModelRegisters {
     fn read64(&self, off: usize) -> u64 {
         self.shared.read(64, off)
     }
-    fn write8(&self, off: usize, v: u8) {
+    unsafe fn write8(&self, off: usize, v: u8) {
         self.shared.write(8, off, v as u64)
     }
-    fn write16(&self, off: usize, v: u16) {
+    unsafe fn write16(&self, off: usize, v: u16) {
         self.shared.write(16, off, v as u64)
     }
-    fn write32(&self, off: usize, v: u32) {
+    unsafe fn write32(&self, off: usize, v: u32) {
         self.shared.write(32, off, v as u64)
     }
-    fn write64(&self, off: usize, v: u64) {
+    unsafe fn write64(&self, off: usize, v: u64) {
         self.shared.write(64, off, v)
     }
 }
