@@ -857,7 +857,7 @@ mod tests {
 
     use super::super::driver::DriverConfig;
     use super::super::model::{IoatModel, ModelConfig, ModelRegisters};
-    use super::super::{IoatDevices, IoatOptions};
+    use super::super::{Ioat, IoatDevices, IoatOptions};
     use super::*;
     use crate::accel::{Accel, Module, Opcode, conformance};
     use crate::env::dma::register_mapper;
@@ -1512,6 +1512,21 @@ mod tests {
         );
     }
 
+    /// The module on the functions of `t` behind `ops`, its mapper
+    /// registered as the binaries do.
+    fn started_behind(t: &Tree, ops: &FakeVfio) -> Ioat {
+        let f = open_all(&t.sysfs(), ops, &[]);
+        assert!(f.notes.is_empty(), "{:?}", f.notes);
+        let devices = IoatDevices::new(
+            f.hardware,
+            &DriverConfig::default(),
+            f.mapper.expect("a container mapper once a device is open"),
+            f.notes,
+        );
+        let mapping = register_mapper(devices.mapper());
+        devices.start(mapping)
+    }
+
     #[test]
     fn iovas_come_from_the_ranges_the_iommu_reports_and_the_suite_passes_through_them() {
         // An IOMMU of 39 bits (the smallest VT-d), with DMA regions whose
@@ -1521,16 +1536,7 @@ mod tests {
             iova_bits: 39,
             ..FakeVfio::new()
         };
-        let f = open_all(&t.sysfs(), &ops, &[]);
-        assert!(f.notes.is_empty(), "{:?}", f.notes);
-        let devices = IoatDevices::new(
-            f.hardware,
-            &DriverConfig::default(),
-            f.mapper.unwrap(),
-            f.notes,
-        );
-        let mapping = register_mapper(devices.mapper());
-        let ioat = Arc::new(devices.start(mapping));
+        let ioat = Arc::new(started_behind(&t, &ops));
         assert_eq!(ioat.channels(), 2, "{:?}", ioat.notes());
         let accel = Accel::new(vec![ioat.clone() as Arc<dyn Module>], &[]).unwrap();
         let a = accel.clone();
@@ -1567,15 +1573,7 @@ mod tests {
                 report_iovas: report,
                 ..FakeVfio::new()
             };
-            let f = open_all(&t.sysfs(), &ops, &[]);
-            let devices = IoatDevices::new(
-                f.hardware,
-                &DriverConfig::default(),
-                f.mapper.unwrap(),
-                f.notes,
-            );
-            let mapping = register_mapper(devices.mapper());
-            let ioat = devices.start(mapping);
+            let ioat = started_behind(&t, &ops);
             assert_eq!(ioat.channels(), 2, "{bits}: {:?}", ioat.notes());
             let iovas = ops.state.iovas.lock().unwrap().clone();
             assert!(iovas.iter().all(|&i| i >> bits == 0), "{bits}: {iovas:x?}");
