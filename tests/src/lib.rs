@@ -36,6 +36,12 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The package holding the engine's binaries (bdev-perf, accel-perf, the daemon).
 pub const ENGINE_PACKAGE: &str = "io-engine";
 
+/// The cargo features the engine's binaries are built with: the I/OAT
+/// device model, which the tests run (`--ioat-model`). Every build of them
+/// (here, the benches, docs/performance.md) uses this one set, so cargo
+/// does not rebuild the engine between them.
+pub const ENGINE_FEATURES: &str = "ioat-model";
+
 /// The workspace root: the parent of this crate's directory.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -68,7 +74,7 @@ pub fn bin(name: &str) -> PathBuf {
 /// `package`.
 ///
 /// The first call for a binary runs `cargo build --release -p PACKAGE --bin
-/// NAME`: cargo itself decides whether the binary is missing or older than
+/// NAME` (with `--features` [`ENGINE_FEATURES`] for [`ENGINE_PACKAGE`]): cargo itself decides whether the binary is missing or older than
 /// its sources, and does nothing (in well under a second) when it is up to
 /// date. Later calls return the path found then. Concurrent callers wait for
 /// the one build. Panics, with cargo's output, if the build fails.
@@ -92,13 +98,17 @@ fn build(package: &str, name: &str) -> PathBuf {
         .args(["build", "--release", "--package", package, "--bin", name])
         .arg("--message-format=json-render-diagnostics")
         .stdin(Stdio::null());
+    if package == ENGINE_PACKAGE {
+        cmd.args(["--features", ENGINE_FEATURES]);
+    }
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("cannot run {:?}: {e}", cargo));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "`cargo build --release -p {package} --bin {name}` failed ({}):\n{stderr}",
+        "`cargo build --release -p {package} --bin {name}` (features for {ENGINE_PACKAGE}: \
+         {ENGINE_FEATURES}) failed ({}):\n{stderr}",
         out.status
     );
     // The compiler-artifact message names the executable wherever the target

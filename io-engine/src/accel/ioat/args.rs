@@ -32,14 +32,35 @@ pub struct IoatArgs {
 
     /// Run copy and fill on N channels of the I/OAT device model: a
     /// software I/OAT device (a thread per channel) behind the same driver,
-    /// for demos and tests; it measures the driver, not hardware.
+    /// for demos and tests; it measures the driver, not hardware. Only in
+    /// binaries built with the `ioat-model` cargo feature.
     #[arg(
         long = "ioat-model",
         value_name = "N",
         env = "IO_ENGINE_IOAT_MODEL",
-        default_value_t = 0
+        default_value_t = 0,
+        value_parser = |s: &str| model_channels(s, MODEL_BUILT_IN)
     )]
     pub ioat_model: usize,
+}
+
+/// Whether this build has the device model (the `ioat-model` feature;
+/// the unit tests always have it).
+const MODEL_BUILT_IN: bool = cfg!(any(test, feature = "ioat-model"));
+
+/// Why `--ioat-model` is refused by a build without the model.
+pub(super) const MODEL_NOT_BUILT: &str = "--ioat-model needs the I/OAT device model, which \
+     this binary was built without: build it with the `ioat-model` cargo feature (`cargo build \
+     --release -p io-engine --features ioat-model`)";
+
+/// `--ioat-model`'s value: a channel count; anything but 0 is refused when
+/// the model is not `built_in`.
+pub(super) fn model_channels(s: &str, built_in: bool) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
+    if n > 0 && !built_in {
+        return Err(MODEL_NOT_BUILT.into());
+    }
+    Ok(n)
 }
 
 impl IoatArgs {

@@ -16,14 +16,18 @@
 use std::sync::Arc;
 
 use super::driver::{DriverConfig, Hardware};
+#[cfg(any(test, feature = "ioat-model"))]
 use super::identity_mapper::IdentityMapper;
+#[cfg(any(test, feature = "ioat-model"))]
 use super::iova_map::IovaMap;
+#[cfg(any(test, feature = "ioat-model"))]
 use super::model::{IoatModel, ModelConfig};
 use super::module::Ioat;
 use super::options::IoatOptions;
 use super::vfio;
 use crate::env::dma::{DmaMapper, MapperRegistration};
 
+#[cfg(any(test, feature = "ioat-model"))]
 /// The least progress timeout of a model channel made from flags.
 pub const MODEL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -51,6 +55,11 @@ impl IoatDevices {
             notes.extend(found.notes);
             mappers.extend(found.mapper);
         }
+        #[cfg(not(any(test, feature = "ioat-model")))]
+        if opts.model_channels > 0 {
+            notes.push(super::args::MODEL_NOT_BUILT.into());
+        }
+        #[cfg(any(test, feature = "ioat-model"))]
         if opts.model_channels > 0 {
             // The model's device thread shares the CPUs with everything
             // else (on a 2-CPU test machine, with the reactors and other
@@ -76,6 +85,7 @@ impl IoatDevices {
     }
 
     /// `n` model devices sharing one address space (tests, demos).
+    #[cfg(any(test, feature = "ioat-model"))]
     pub fn models(n: usize, model: &ModelConfig, driver: &DriverConfig) -> IoatDevices {
         let map = Arc::new(IovaMap::new());
         let hardware = (0..n)
@@ -167,6 +177,7 @@ impl DmaMapper for Mappers {
     }
 }
 
+#[cfg(any(test, feature = "ioat-model"))]
 /// A model device as hardware for a channel (the channel keeps it alive).
 pub fn model_hardware(m: IoatModel) -> Hardware {
     Hardware {

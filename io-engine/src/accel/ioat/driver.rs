@@ -519,7 +519,8 @@ impl Channel {
         }
         // Write-1-to-clear: writing the bits back clears them.
         let err = self.chanerr();
-        self.hw.regs.write32(self.base + chan::CHANERR, err);
+        // SAFETY: clearing CHANERR starts no DMA.
+        unsafe { self.hw.regs.write32(self.base + chan::CHANERR, err) };
         if self.chanerr_int {
             // Linux: a value of all ones means the function is gone.
             let int = self.hw.pci.read32(spec::CHANERR_INT);
@@ -534,18 +535,33 @@ impl Channel {
         })
     }
 
-    /// One CHANCMD write.
+    /// One CHANCMD write: SUSPEND or RESET, which start no DMA (the
+    /// driver never writes RESUME or other commands).
     fn command(&self, cmd: u8) {
-        self.hw.regs.write8(self.base + chan::CHANCMD, cmd);
+        debug_assert!(matches!(cmd, chancmd::SUSPEND | chancmd::RESET));
+        // SAFETY: SUSPEND and RESET stop the channel, they start nothing;
+        // what the device may still reach is this channel's ring, which
+        // lives until the device is proven stopped, and requests reported
+        // only once it is.
+        unsafe { self.hw.regs.write8(self.base + chan::CHANCMD, cmd) };
     }
 
     /// A 64-bit register written as two 32-bit halves, low then high, as
     /// Linux writes CHAINADDR and CHANCMP (`ioat_set_chainaddr`,
     /// `ioat_alloc_chan_resources`): a device need not decode 64-bit
     /// accesses there.
-    fn write_halves(&self, off: usize, v: u64) {
-        self.hw.regs.write32(self.base + off, v as u32);
-        self.hw.regs.write32(self.base + off + 4, (v >> 32) as u32);
+    ///
+    /// # Safety
+    ///
+    /// As for [`Registers::write32`]: `v` must name memory of this channel's
+    /// (the ring, the completion word) when `off` is CHAINADDR or CHANCMP,
+    /// which take effect at the next doorbell.
+    unsafe fn write_halves(&self, off: usize, v: u64) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.hw.regs.write32(self.base + off, v as u32);
+            self.hw.regs.write32(self.base + off + 4, (v >> 32) as u32);
+        }
     }
 
     /// Stops the function's DMA through its configuration space, after a
@@ -596,10 +612,18 @@ impl Channel {
         self.window_gen = u64::MAX;
         bump(&self.counters.starts, 1);
 
-        let regs = &self.hw.regs;
-        regs.write16(self.base + chan::CHANCTRL, chanctrl::RUN);
-        self.write_halves(chan::CHANCMP, self.ring.iova() + cmp as u64);
-        self.write_halves(chan::CHAINADDR, self.ring.iova());
+        // SAFETY: CHANCMP names the completion word and CHAINADDR the first
+        // descriptor of this channel's ring (`self.ring`, a DMA region the
+        // channel owns and frees only once the device is proven stopped);
+        // every descriptor of the ring was just zeroed and linked to the
+        // next one, and none runs before the DMACOUNT write below.
+        unsafe {
+            self.hw
+                .regs
+                .write16(self.base + chan::CHANCTRL, chanctrl::RUN);
+            self.write_halves(chan::CHANCMP, self.ring.iova() + cmp as u64);
+            self.write_halves(chan::CHAINADDR, self.ring.iova());
+        }
 
         // One null descriptor (size 8), with completion update.
         let off = self.slot_off(0);
@@ -632,9 +656,17 @@ impl Channel {
         // The descriptors (plain volatile stores) must reach memory before
         // the device learns of them.
         fence(Ordering::Release);
-        self.hw
-            .regs
-            .write16(self.base + chan::DMACOUNT, self.head as u16);
+        // SAFETY: the descriptors up to `head` lie in this channel's ring
+        // and name the null descriptor or the buffers of requests the
+        // driver holds (IOVAs of windows the mapper keeps mapped while the
+        // regions live); their owners get them back only once the driver
+        // reports the request done, which it does only when the device can
+        // no longer write them.
+        unsafe {
+            self.hw
+                .regs
+                .write16(self.base + chan::DMACOUNT, self.head as u16)
+        };
         self.flushed = self.head;
         bump(&self.counters.doorbells, 1);
     }

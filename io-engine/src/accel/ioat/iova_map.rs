@@ -35,7 +35,19 @@ impl IovaMap {
     }
 
     /// Adds `w` (replacing a window at the same address).
-    pub fn insert(&self, w: Window) {
+    ///
+    /// # Safety
+    ///
+    /// A window tells the devices translating through this map (the
+    /// driver's descriptors, the model's execution) that they may read and
+    /// write `w.va..w.va + w.len` at `w.iova`. The caller guarantees that
+    /// the device reaches exactly that memory at that IOVA (the IOMMU
+    /// mapping, for hardware), and that the memory stays mapped in the
+    /// process, and is reached only through raw pointers (volatile, atomic,
+    /// or handed to the device), until the window is removed and the device
+    /// no longer uses it (the [`DmaMapper`](crate::env::dma::DmaMapper)
+    /// contract: a live DMA region, unmapped before it goes).
+    pub unsafe fn insert(&self, w: Window) {
         let mut m = self.inner.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(old) = m.by_va.insert(w.va, w) {
             m.by_iova.remove(&old.iova);

@@ -26,10 +26,11 @@
 //! - [`vfio`]: the VFIO backend (sysfs discovery, container, group,
 //!   device, BAR0 mapping, bus mastering, IOMMU mappings of every DMA
 //!   region);
-//! - [`model`]: a software I/OAT device for tests and demos;
+//! - `model`: a software I/OAT device for tests and demos, built only with
+//!   the `ioat-model` cargo feature (and in the unit tests);
 //! - [`IoatDevices`]: devices opened and not yet started, and the
 //!   [`DmaMapper`](crate::env::dma::DmaMapper) their creator registers with
-//!   env so that every DMA region is visible to them ([`IdentityMapper`]
+//!   env so that every DMA region is visible to them (`IdentityMapper`
 //!   for the model, the VFIO container's IOMMU mapper for hardware);
 //! - [`Ioat`] (the module), [`IoatChannel`] (one reactor's channel),
 //!   [`IoatOptions`] and [`IoatArgs`] (what to look for), [`Totals`].
@@ -40,6 +41,7 @@
 //! records a note saying so.
 
 pub mod driver;
+#[cfg(any(test, feature = "ioat-model"))]
 pub mod model;
 pub mod spec;
 pub mod vfio;
@@ -50,13 +52,18 @@ mod channel_pool;
 mod devices;
 mod dma_buffer;
 mod dma_memory;
+#[cfg(any(test, feature = "ioat-model"))]
 mod identity_mapper;
+mod iommu_info;
+mod iova_allocator;
 mod iova_guard;
 mod iova_map;
 mod mapped_memory;
 mod module;
+mod msix_table;
 mod options;
 mod pci_config;
+mod region_info;
 mod registers;
 mod totals;
 mod vfio_config;
@@ -67,16 +74,23 @@ mod tests;
 
 pub use args::IoatArgs;
 pub use channel::IoatChannel;
-pub use devices::{IoatDevices, MODEL_TIMEOUT, model_hardware};
+pub use devices::IoatDevices;
+#[cfg(any(test, feature = "ioat-model"))]
+pub use devices::{MODEL_TIMEOUT, model_hardware};
 pub use dma_buffer::DmaBuffer;
 pub use dma_memory::DmaMemory;
+#[cfg(any(test, feature = "ioat-model"))]
 pub use identity_mapper::IdentityMapper;
+pub use iommu_info::IommuInfo;
+pub use iova_allocator::IovaAllocator;
 pub use iova_guard::IovaGuard;
 pub use iova_map::IovaMap;
 pub use mapped_memory::MappedMemory;
 pub use module::{Ioat, NAME};
+pub use msix_table::MsixTable;
 pub use options::IoatOptions;
 pub use pci_config::{PciConfig, find_capability};
+pub use region_info::RegionInfo;
 pub use registers::Registers;
 pub use totals::Totals;
 pub use window::Window;

@@ -673,7 +673,7 @@ impl IoatModel {
 
     /// A device whose address space is `map`, kept by the caller (and
     /// perhaps shared with other devices).
-    pub fn with_map(cfg: ModelConfig, map: Arc<IovaMap>) -> IoatModel {
+    pub(crate) fn with_map(cfg: ModelConfig, map: Arc<IovaMap>) -> IoatModel {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed) as usize;
         let (state, err) = match cfg.power_on {
             PowerOn::Idle => (chansts::IDLE, 0),
@@ -911,16 +911,16 @@ impl Registers for ModelRegisters {
     fn read64(&self, off: usize) -> u64 {
         self.shared.read(64, off)
     }
-    fn write8(&self, off: usize, v: u8) {
+    unsafe fn write8(&self, off: usize, v: u8) {
         self.shared.write(8, off, v as u64)
     }
-    fn write16(&self, off: usize, v: u16) {
+    unsafe fn write16(&self, off: usize, v: u16) {
         self.shared.write(16, off, v as u64)
     }
-    fn write32(&self, off: usize, v: u32) {
+    unsafe fn write32(&self, off: usize, v: u32) {
         self.shared.write(32, off, v as u64)
     }
-    fn write64(&self, off: usize, v: u64) {
+    unsafe fn write64(&self, off: usize, v: u64) {
         self.shared.write(64, off, v)
     }
 }
@@ -1104,13 +1104,13 @@ impl Device {
             if f.manual.load(Ordering::Acquire) {
                 let req = f.step_req.load(Ordering::Acquire);
                 if req != f.step_ack.load(Ordering::Acquire) {
-                    let did = self.act();
+                    let did = self.act(true);
                     f.step_did.store(did, Ordering::Release);
                     f.step_ack.store(req, Ordering::Release);
                     idle_since = Instant::now();
                     continue;
                 }
-            } else if self.act() {
+            } else if self.act(false) {
                 idle_since = Instant::now();
                 continue;
             } else if !self.pending.is_empty() {
@@ -1140,9 +1140,10 @@ impl Device {
         }
     }
 
-    /// One step: a held completion that is due, else one descriptor.
+    /// One step: a held completion that is due, else one descriptor;
+    /// none when manual stepping is on and this is not a `stepping` call.
     /// Returns whether there was one.
-    fn act(&mut self) -> bool {
+    fn act(&mut self, stepping: bool) -> bool {
         let s = self.s.clone();
         let _exec = s.exec.lock().unwrap_or_else(PoisonError::into_inner);
         // Bus mastering may have gone off meanwhile: a function that may
@@ -1150,15 +1151,19 @@ impl Device {
         if !s.bus_master() {
             return false;
         }
-        if self.release_due() {
-            self.release(false);
-            true
-        } else if self.runnable() {
-            self.step();
-            true
-        } else {
-            false
+        let due = self.release_due();
+        let run = !due && self.runnable();
+        // Read after DMACOUNT (in `runnable`): a test that turns manual
+        // stepping on before its doorbell gets every descriptor as a step.
+        if !stepping && s.faults.manual.load(Ordering::Acquire) {
+            return false;
         }
+        if due {
+            self.release(false);
+        } else if run {
+            self.step();
+        }
+        due || run
     }
 
     fn runnable(&self) -> bool {

@@ -4,6 +4,7 @@
 //! Thread: the thread that builds the engine.
 
 use super::driver::DriverConfig;
+#[cfg(any(test, feature = "ioat-model"))]
 use super::model::ModelConfig;
 
 /// How to find channels for the module.
@@ -18,6 +19,7 @@ pub struct IoatOptions {
     /// How each channel is run.
     pub driver: DriverConfig,
     /// What the model devices report.
+    #[cfg(any(test, feature = "ioat-model"))]
     pub model: ModelConfig,
 }
 

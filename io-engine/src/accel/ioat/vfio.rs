@@ -1,8 +1,10 @@
 //! The VFIO backend: finds I/OAT functions in sysfs, opens them through
-//! VFIO (container, group, device), maps BAR0, enables bus mastering, and
-//! gives the [`DmaMapper`] ([`Found::mapper`]) that maps every DMA region
-//! of the process into the IOMMU at IOVA = virtual address once the
-//! module's creator registers it, so malloc devices and IO buffers are
+//! VFIO (container, group, device), maps the register page of BAR0 (never
+//! the MSI-X table: [`RegionInfo::register_window`]), enables bus
+//! mastering, and gives the [`DmaMapper`] ([`Found::mapper`]) that maps
+//! every DMA region of the process into the IOMMU, at IOVAs allocated from
+//! the ranges the IOMMU reports ([`IovaAllocator`], [`IommuInfo`]), once
+//! the module's creator registers it, so malloc devices and IO buffers are
 //! device-visible.
 //!
 //! Thread: the thread that builds the module (the daemon's, accel-perf's or
@@ -20,13 +22,18 @@
 //! none is left).
 
 use std::fmt;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::driver::Hardware;
+use super::iommu_info::IommuInfo;
+use super::iova_allocator::IovaAllocator;
 use super::iova_map::IovaMap;
 use super::mapped_memory::MappedMemory;
+use super::msix_table::MsixTable;
+use super::region_info::{PAGE, RegionInfo};
 use super::registers::Registers;
 use super::spec;
 use super::vfio_config::VfioConfig;
@@ -143,6 +150,8 @@ pub enum VfioFailure {
     GroupOpen(u32, std::io::Error),
     /// The group has devices not bound to vfio-pci.
     NotViable(u32),
+    /// An IOMMU call (named) failed with this error.
+    Iommu(&'static str, std::io::Error),
     /// Anything else, with the call that failed.
     Other(String),
 }
@@ -154,6 +163,7 @@ impl fmt::Display for VfioFailure {
             VfioFailure::NoType1 => f.write_str("the VFIO container has no type-1 IOMMU backend"),
             VfioFailure::GroupOpen(g, e) => write!(f, "cannot open /dev/vfio/{g}: {e}"),
             VfioFailure::NotViable(g) => write!(f, "IOMMU group {g} is not viable"),
+            VfioFailure::Iommu(call, e) => write!(f, "{call}: {e}"),
             VfioFailure::Other(s) => f.write_str(s),
         }
     }
@@ -185,6 +195,10 @@ pub trait VfioContainerOps: Send + Sync {
 
     /// Removes the mapping at `iova`.
     fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), VfioFailure>;
+
+    /// The IOMMU's page sizes and IOVA ranges (`VFIO_IOMMU_GET_INFO`;
+    /// valid once a device is open).
+    fn iommu_info(&self) -> Result<IommuInfo, VfioFailure>;
 }
 
 /// An opened VFIO device (one PCI function).
@@ -197,8 +211,10 @@ pub trait VfioDeviceOps: Send + Sync {
     fn config_read32(&self, off: u64) -> u32;
     /// 32-bit write of PCI configuration space.
     fn config_write32(&self, off: u64, v: u32);
-    /// BAR0, mapped.
-    fn bar0(&self) -> Result<Box<dyn Registers>, VfioFailure>;
+    /// What VFIO says of BAR0 (`VFIO_DEVICE_GET_REGION_INFO`).
+    fn bar0_info(&self) -> RegionInfo;
+    /// `window` of BAR0 mapped; its accesses are bounded to it.
+    fn map_bar0(&self, window: Range<u64>) -> Result<Box<dyn Registers>, VfioFailure>;
     /// Function-level reset, where the device has one.
     fn reset(&self);
 }
@@ -223,39 +239,134 @@ pub fn enable_bus_master(dev: &dyn VfioDeviceOps) {
     }
 }
 
-/// Maps DMA regions into a container at IOVA = virtual address and
-/// records them in the map the driver translates through.
+/// Maps `dev`'s registers: reads where its MSI-X table is (configuration
+/// space) and what VFIO says of BAR0, and maps only the register page
+/// ([`RegionInfo::register_window`]).
+pub fn map_registers(dev: &dyn VfioDeviceOps) -> Result<Box<dyn Registers>, VfioFailure> {
+    let msix = MsixTable::find(|off| dev.config_read16(off)).filter(|t| t.bar == 0);
+    let needed = (spec::channel_base(0) + spec::chan::SIZE) as u64;
+    let window = dev
+        .bar0_info()
+        .register_window(needed, msix.as_ref().map(|t| &t.table))
+        .map_err(VfioFailure::Other)?;
+    dev.map_bar0(window)
+}
+
+/// Why an IOMMU mapping failed and what to do, from the kernel's error
+/// (vfio_iommu_type1's `vfio_dma_do_map` and `vfio_pin_pages_remote`).
+pub fn mapping_failure(e: &VfioFailure, iova: u64, len: usize) -> String {
+    let VfioFailure::Iommu(_, io) = e else {
+        return "check `dmesg` for VFIO errors".into();
+    };
+    match io.raw_os_error() {
+        Some(libc::ENOMEM) => "the locked-memory limit does not cover the DMA memory (VFIO \
+             pins it): raise it (`ulimit -l unlimited`, or LimitMEMLOCK=infinity for a service) \
+             or run as root"
+            .into(),
+        Some(libc::ENOSPC) => "the container has as many mappings as vfio_iommu_type1's \
+             dma_entry_limit allows (65535 by default): raise it (`modprobe vfio_iommu_type1 \
+             dma_entry_limit=N`)"
+            .into(),
+        Some(libc::EINVAL) => format!(
+            "the IOMMU refuses IOVA {iova:#x} + {len:#x}: outside the ranges it can address \
+             (its address width), in a reserved range, or not aligned to its page size"
+        ),
+        Some(libc::EEXIST) => {
+            format!("IOVA {iova:#x} + {len:#x} overlaps a mapping the container already has")
+        }
+        Some(libc::EFAULT) => "the memory is not mapped in the process, or cannot be pinned".into(),
+        Some(libc::EPERM | libc::EACCES) => {
+            "not permitted: run as root, or raise the locked-memory limit".into()
+        }
+        _ => "check `dmesg` for VFIO errors".into(),
+    }
+}
+
+/// Maps DMA regions into a container at IOVAs it allocates from the
+/// ranges the IOMMU can address, and records them in the map the driver
+/// translates through.
 struct ContainerMapper {
     container: Arc<dyn VfioContainerOps>,
     map: Arc<IovaMap>,
+    iovas: Mutex<IovaAllocator>,
+    /// The IOMMU's smallest page.
+    page: u64,
+}
+
+impl ContainerMapper {
+    fn new(container: Arc<dyn VfioContainerOps>, map: Arc<IovaMap>, info: &IommuInfo) -> Self {
+        let page = info.page().max(PAGE);
+        ContainerMapper {
+            iovas: Mutex::new(IovaAllocator::new(&info.usable(), page)),
+            container,
+            map,
+            page,
+        }
+    }
+
+    fn iovas(&self) -> std::sync::MutexGuard<'_, IovaAllocator> {
+        self.iovas.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl DmaMapper for ContainerMapper {
     fn map(&self, addr: usize, len: usize) {
+        let size = (len as u64).next_multiple_of(self.page);
+        // The IOVA keeps the address's alignment up to 1 GiB, so that the
+        // IOMMU can map hugepage memory with large pages; any page will do
+        // when no such space is left.
+        let align = (1u64 << addr.trailing_zeros().min(30)).max(self.page);
+        let Some(iova) = ({
+            let mut iovas = self.iovas();
+            iovas
+                .alloc(size, align)
+                .or_else(|| iovas.alloc(size, self.page))
+        }) else {
+            tracing::error!(
+                "ioat: cannot map {len} bytes at {addr:#x} into the IOMMU: no IOVA space of \
+                 that size is left in the ranges the IOMMU can address; I/OAT tasks on that \
+                 memory fail with invalid_argument"
+            );
+            return;
+        };
         // SAFETY: `addr..addr + len` is a live DmaRegion, reached only
         // through raw pointers (DmaRegion's rule); it is unmapped from the
         // IOMMU (`unmap`, called before the region's munmap) before it goes.
-        match unsafe { self.container.dma_map(addr as u64, len, addr as *mut u8) } {
-            Ok(()) => self.map.insert(Window {
-                va: addr,
-                len,
-                iova: addr as u64,
-            }),
-            Err(e) => tracing::error!(
-                "ioat: cannot map {len} bytes at {addr:#x} into the IOMMU ({e}); I/OAT tasks on \
-                 that memory fail with invalid_argument. Raise the locked-memory limit \
-                 (`ulimit -l unlimited`, or LimitMEMLOCK= for a service) or run as root"
-            ),
+        match unsafe { self.container.dma_map(iova, len, addr as *mut u8) } {
+            // SAFETY: the IOMMU now maps the region at `iova`, until
+            // `unmap`, which env calls before the region goes (as above).
+            Ok(()) => unsafe {
+                self.map.insert(Window {
+                    va: addr,
+                    len,
+                    iova,
+                })
+            },
+            Err(e) => {
+                self.iovas().free(iova, size);
+                tracing::error!(
+                    "ioat: cannot map {len} bytes at {addr:#x} into the IOMMU at IOVA {iova:#x} \
+                     ({e}): {}; I/OAT tasks on that memory fail with invalid_argument",
+                    mapping_failure(&e, iova, len)
+                );
+            }
         }
     }
 
     fn unmap(&self, addr: usize, len: usize) {
-        if self.map.by_va(addr).is_none() {
+        let Some(w) = self.map.by_va(addr).filter(|w| w.va == addr) else {
             return;
-        }
+        };
         self.map.remove(addr, len);
-        if let Err(e) = self.container.dma_unmap(addr as u64, len) {
-            tracing::error!("ioat: cannot unmap {len} bytes at {addr:#x} from the IOMMU: {e}");
+        match self.container.dma_unmap(w.iova, w.len) {
+            Ok(()) => self
+                .iovas()
+                .free(w.iova, (w.len as u64).next_multiple_of(self.page)),
+            // The IOVA stays taken: the IOMMU may still map it.
+            Err(e) => tracing::error!(
+                "ioat: cannot unmap {len} bytes at {addr:#x} (IOVA {:#x}) from the IOMMU: {e}",
+                w.iova
+            ),
         }
     }
 }
@@ -440,7 +551,7 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
         };
         let dev: Arc<dyn VfioDeviceOps> = Arc::from(dev);
         enable_bus_master(dev.as_ref());
-        let regs = match dev.bar0() {
+        let regs = match map_registers(dev.as_ref()) {
             Ok(r) => r,
             Err(e) => {
                 notes.push(format!(
@@ -451,14 +562,34 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
             }
         };
         // One mapper for the container, made once a device is open (an
-        // IOMMU domain needs a device before it takes mappings); whoever
-        // creates the module registers it.
-        mapper.get_or_insert_with(|| {
-            Arc::new(ContainerMapper {
-                container: container.clone(),
-                map: map.clone(),
-            })
-        });
+        // IOMMU domain needs a device before it takes mappings and says
+        // what it can address); whoever creates the module registers it.
+        if mapper.is_none() {
+            let info = container.iommu_info().unwrap_or_else(|e| {
+                notes.push(format!(
+                    "ioat: cannot read the IOMMU's IOVA ranges ({e}); IOVAs are taken from \
+                     {:#x}..={:#x}",
+                    super::iommu_info::FALLBACK_IOVAS.start(),
+                    super::iommu_info::FALLBACK_IOVAS.end()
+                ));
+                IommuInfo {
+                    page_sizes: 0,
+                    iova_ranges: None,
+                }
+            });
+            if info.iova_ranges.is_none() {
+                tracing::info!(
+                    "ioat: the kernel does not report the IOMMU's IOVA ranges (Linux before \
+                     5.4); IOVAs are taken from {:?}",
+                    super::iommu_info::FALLBACK_IOVAS
+                );
+            }
+            mapper = Some(Arc::new(ContainerMapper::new(
+                container.clone(),
+                map.clone(),
+                &info,
+            )));
+        }
         hardware.push(Hardware {
             name: f.bdf.clone(),
             regs,
@@ -516,14 +647,63 @@ impl VfioContainerOps for SystemContainer {
 
     unsafe fn dma_map(&self, iova: u64, len: usize, va: *mut u8) -> Result<(), VfioFailure> {
         // SAFETY: the caller's contract is vfio_dma_map's.
-        unsafe { self.0.vfio_dma_map(iova, len, va) }
-            .map_err(|e| VfioFailure::Other(format!("VFIO_IOMMU_MAP_DMA: {e}")))
+        unsafe { self.0.vfio_dma_map(iova, len, va) }.map_err(|e| match e {
+            vfio_ioctls::VfioError::IommuDmaMap(errno) => VfioFailure::Iommu(
+                "VFIO_IOMMU_MAP_DMA",
+                std::io::Error::from_raw_os_error(errno.errno()),
+            ),
+            e => VfioFailure::Other(format!("VFIO_IOMMU_MAP_DMA: {e}")),
+        })
     }
 
     fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), VfioFailure> {
         self.0
             .vfio_dma_unmap(iova, len)
             .map_err(|e| VfioFailure::Other(format!("VFIO_IOMMU_UNMAP_DMA: {e}")))
+    }
+
+    fn iommu_info(&self) -> Result<IommuInfo, VfioFailure> {
+        use std::os::fd::AsRawFd;
+        use vfio_bindings::bindings::vfio::{VFIO_BASE, VFIO_TYPE};
+        // VFIO_IOMMU_GET_INFO = _IO(VFIO_TYPE, VFIO_BASE + 12), issued on
+        // the container's fd here because vfio-ioctls (0.10) does not issue
+        // it, and no crate parses its capability chain; QEMU's
+        // `vfio_get_iommu_info` and DPDK's `vfio_get_iommu_info` do the same:
+        // ask with the base size, then again with the size the kernel wants.
+        const GET_INFO: u32 = (VFIO_TYPE as u32) << 8 | (VFIO_BASE + 12);
+        let fd = self.0.as_raw_fd();
+        let mut argsz = super::iommu_info::INFO_SIZE;
+        for _ in 0..2 {
+            // u64 words: the structure's alignment.
+            let mut buf = vec![0u64; argsz.div_ceil(8)];
+            let bytes = buf.len() * 8;
+            // argsz, then flags (0): the first two u32s.
+            let mut head = [0u8; 8];
+            head[..4].copy_from_slice(&(bytes as u32).to_ne_bytes());
+            buf[0] = u64::from_ne_bytes(head);
+            // SAFETY: the container's fd is open (`self.0`); the kernel
+            // writes at most `argsz` bytes into `buf`, which holds them.
+            let rc = unsafe { libc::ioctl(fd, GET_INFO as _, buf.as_mut_ptr()) };
+            if rc != 0 {
+                return Err(VfioFailure::Iommu(
+                    "VFIO_IOMMU_GET_INFO",
+                    std::io::Error::last_os_error(),
+                ));
+            }
+            // SAFETY: `bytes` bytes of `buf`, initialised u64s, viewed as
+            // bytes (no padding, any value valid).
+            let raw = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), bytes) };
+            let wanted = u32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize;
+            if wanted <= bytes {
+                return IommuInfo::parse(raw).ok_or_else(|| {
+                    VfioFailure::Other("VFIO_IOMMU_GET_INFO: a malformed answer".into())
+                });
+            }
+            argsz = wanted;
+        }
+        Err(VfioFailure::Other(
+            "VFIO_IOMMU_GET_INFO: the kernel keeps asking for a larger buffer".into(),
+        ))
     }
 }
 
@@ -568,25 +748,45 @@ impl VfioDeviceOps for SystemDevice {
         self.config_write(off, &v.to_le_bytes());
     }
 
-    fn bar0(&self) -> Result<Box<dyn Registers>, VfioFailure> {
-        use std::os::fd::{AsRawFd, BorrowedFd};
+    fn bar0_info(&self) -> RegionInfo {
         use vfio_bindings::bindings::vfio::{
             VFIO_PCI_BAR0_REGION_INDEX, VFIO_REGION_INFO_FLAG_MMAP,
         };
+        use vfio_ioctls::VfioRegionInfoCap;
         let idx = VFIO_PCI_BAR0_REGION_INDEX;
-        if self.0.get_region_flags(idx) & VFIO_REGION_INFO_FLAG_MMAP == 0 {
-            return Err(VfioFailure::Other("BAR0 cannot be mmapped".into()));
+        let mut info = RegionInfo {
+            size: self.0.get_region_size(idx),
+            mmap: self.0.get_region_flags(idx) & VFIO_REGION_INFO_FLAG_MMAP != 0,
+            sparse: None,
+            msix_mappable: false,
+        };
+        for cap in self.0.get_region_caps(idx) {
+            match cap {
+                VfioRegionInfoCap::SparseMmap(s) => {
+                    info.sparse = Some(
+                        s.areas
+                            .iter()
+                            .map(|a| a.offset..a.offset + a.size)
+                            .collect(),
+                    )
+                }
+                VfioRegionInfoCap::MsixMappable => info.msix_mappable = true,
+                _ => {}
+            }
         }
-        let len = self.0.get_region_size(idx) as usize;
-        if len < spec::channel_base(0) + spec::chan::SIZE {
-            return Err(VfioFailure::Other(format!("BAR0 is only {len} bytes")));
-        }
-        let offset = self.0.get_region_offset(idx);
+        info
+    }
+
+    fn map_bar0(&self, window: Range<u64>) -> Result<Box<dyn Registers>, VfioFailure> {
+        use std::os::fd::{AsRawFd, BorrowedFd};
+        use vfio_bindings::bindings::vfio::VFIO_PCI_BAR0_REGION_INDEX;
+        let offset = self.0.get_region_offset(VFIO_PCI_BAR0_REGION_INDEX) + window.start;
+        let len = (window.end - window.start) as usize;
         // SAFETY: the device fd stays open as long as `self.0`, which the
         // mapping keeps (`Mmio::_dev`).
         let fd = unsafe { BorrowedFd::borrow_raw(self.0.as_raw_fd()) };
-        // SAFETY: a new shared mapping of the device's BAR0 at an address
-        // the kernel picks; it overlaps nothing in use.
+        // SAFETY: a new shared mapping of `window` of the device's BAR0 at
+        // an address the kernel picks; it overlaps nothing in use.
         let ptr = unsafe {
             rustix::mm::mmap(
                 std::ptr::null_mut(),
@@ -600,6 +800,7 @@ impl VfioDeviceOps for SystemDevice {
         .map_err(|e| VfioFailure::Other(format!("mmap of BAR0: {e}")))?;
         Ok(Box::new(Mmio {
             ptr: NonNull::new(ptr.cast()).expect("mmap returned null"),
+            start: window.start as usize,
             len,
             _dev: self.0.clone(),
         }))
@@ -610,9 +811,12 @@ impl VfioDeviceOps for SystemDevice {
     }
 }
 
-/// BAR0 mapped from a VFIO device: volatile accesses, unmapped on drop.
+/// A window of BAR0 mapped from a VFIO device: volatile accesses at BAR0
+/// offsets inside it only, unmapped on drop.
 struct Mmio {
     ptr: NonNull<u8>,
+    /// The BAR0 offset `ptr` maps.
+    start: usize,
     len: usize,
     _dev: Arc<vfio_ioctls::VfioDevice>,
 }
@@ -624,14 +828,18 @@ unsafe impl Send for Mmio {}
 impl Mmio {
     #[inline]
     fn at<T>(&self, off: usize) -> *mut T {
+        let rel = off.wrapping_sub(self.start);
         assert!(
-            off + size_of::<T>() <= self.len && off.is_multiple_of(align_of::<T>()),
-            "BAR0 access of {} bytes at {off:#x} (BAR of {:#x})",
+            off >= self.start
+                && rel + size_of::<T>() <= self.len
+                && off.is_multiple_of(align_of::<T>()),
+            "BAR0 access of {} bytes at {off:#x} (mapped: {:#x}..{:#x})",
             size_of::<T>(),
-            self.len
+            self.start,
+            self.start + self.len
         );
-        // SAFETY: in bounds (asserted).
-        unsafe { self.ptr.as_ptr().add(off).cast() }
+        // SAFETY: inside the mapped window (asserted).
+        unsafe { self.ptr.as_ptr().add(rel).cast() }
     }
 }
 
@@ -642,9 +850,11 @@ macro_rules! mmio_rw {
             // SAFETY: an aligned register inside the mapped BAR (`at`).
             unsafe { p.read_volatile() }
         }
-        fn $write(&self, off: usize, v: $t) {
+        unsafe fn $write(&self, off: usize, v: $t) {
             let p = self.at::<$t>(off);
-            // SAFETY: as for the read.
+            // SAFETY: an aligned register inside the mapped BAR (`at`);
+            // what the device then does with memory is the caller's
+            // contract (`Registers`).
             unsafe { p.write_volatile(v) }
         }
     };
@@ -659,7 +869,7 @@ impl Registers for Mmio {
 
 impl Drop for Mmio {
     fn drop(&mut self) {
-        // SAFETY: exactly the mapping made in `bar0`; no access follows.
+        // SAFETY: exactly the mapping made in `map_bar0`; no access follows.
         if let Err(e) = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) } {
             tracing::warn!("munmap of BAR0 failed: {e}");
         }
@@ -674,8 +884,8 @@ mod tests {
 
     use super::super::PciConfig;
     use super::super::driver::DriverConfig;
-    use super::super::model::{IoatModel, ModelConfig, PowerOn};
-    use super::super::{IoatDevices, IoatOptions};
+    use super::super::model::{IoatModel, ModelConfig, ModelRegisters, PowerOn};
+    use super::super::{Ioat, IoatDevices, IoatOptions};
     use super::*;
     use crate::accel::{Accel, Module, Opcode, conformance};
     use crate::env::dma::register_mapper;
@@ -762,9 +972,22 @@ mod tests {
         resets: AtomicUsize,
         config_writes: AtomicUsize,
         command: Mutex<HashMap<String, u16>>,
+        /// The BAR0 windows mmapped, in order.
+        bar0_maps: Mutex<Vec<Range<u64>>>,
+        /// IOMMU mappings in place: IOVA -> (VA, length).
+        mapped: Mutex<HashMap<u64, (usize, usize)>>,
+        /// Every IOVA mapped so far.
+        iovas: Mutex<Vec<u64>>,
     }
 
-    /// VFIO with I/OAT model devices behind it.
+    /// The x86 interrupt window, which the IOMMU reserves.
+    const MSI_WINDOW: std::ops::RangeInclusive<u64> = 0xfee0_0000..=0xfeef_ffff;
+
+    /// VFIO with I/OAT model devices behind it. By default it acts as a
+    /// current kernel on an I/OAT function: BAR0 of 16 KiB with the MSI-X
+    /// table at 0x1000 (one entry; `lspci`: "Vector table: BAR=0
+    /// offset=00001000"), MSIX_MAPPABLE, an IOMMU of 48 bits that reports
+    /// its IOVA ranges.
     struct FakeVfio {
         hugepages: u64,
         container: Option<Fail>,
@@ -772,6 +995,15 @@ mod tests {
         bar0_fails: bool,
         /// What the model devices behind it report.
         model: ModelConfig,
+        /// What VFIO says of BAR0; its mmap refuses what such a vfio-pci
+        /// refuses.
+        bar0: RegionInfo,
+        /// The MSI-X table's offset in BAR0 (`None`: no MSI-X capability).
+        msix: Option<u64>,
+        /// The IOMMU's address width: it refuses IOVAs at or above 2^bits.
+        iova_bits: u32,
+        /// Whether VFIO_IOMMU_GET_INFO reports the IOVA ranges.
+        report_iovas: bool,
         state: Arc<State>,
     }
 
@@ -783,8 +1015,29 @@ mod tests {
                 device: HashMap::new(),
                 bar0_fails: false,
                 model: ModelConfig::default(),
+                bar0: RegionInfo {
+                    size: 0x4000,
+                    mmap: true,
+                    sparse: None,
+                    msix_mappable: true,
+                },
+                msix: Some(0x1000),
+                iova_bits: 48,
+                report_iovas: true,
                 state: Arc::new(State::default()),
             }
+        }
+
+        /// vfio-pci before Linux 4.16: no MSIX_MAPPABLE; `sparse` areas
+        /// (4.6 to 4.15: BAR0 but the MSI-X table's page) or none (older:
+        /// any mmap overlapping the table fails).
+        fn old_kernel(sparse: bool) -> FakeVfio {
+            let mut f = FakeVfio::new();
+            f.bar0.msix_mappable = false;
+            if sparse {
+                f.bar0.sparse = Some(vec![0..0x1000, 0x2000..0x4000]);
+            }
+            f
         }
     }
 
@@ -797,6 +1050,10 @@ mod tests {
                 device: self.device.clone(),
                 bar0_fails: self.bar0_fails,
                 model: self.model.clone(),
+                bar0: self.bar0.clone(),
+                msix: self.msix,
+                iova_bits: self.iova_bits,
+                report_iovas: self.report_iovas,
                 state: self.state.clone(),
             }))
         }
@@ -809,7 +1066,15 @@ mod tests {
         device: HashMap<&'static str, Fail>,
         bar0_fails: bool,
         model: ModelConfig,
+        bar0: RegionInfo,
+        msix: Option<u64>,
+        iova_bits: u32,
+        report_iovas: bool,
         state: Arc<State>,
+    }
+
+    fn einval(call: &'static str) -> VfioFailure {
+        VfioFailure::Iommu(call, std::io::Error::from_raw_os_error(libc::EINVAL))
     }
 
     impl VfioContainerOps for FakeContainer {
@@ -826,6 +1091,8 @@ mod tests {
             Ok(Box::new(FakeDevice {
                 bdf: f.bdf.clone(),
                 bar0_fails: self.bar0_fails,
+                bar0: self.bar0.clone(),
+                msix: self.msix,
                 state: self.state.clone(),
                 // The function's config space names its sysfs device id.
                 model: IoatModel::with_map(
@@ -838,38 +1105,89 @@ mod tests {
             }))
         }
 
+        /// As vfio_iommu_type1's `vfio_dma_do_map`: EINVAL outside the
+        /// IOVA ranges (`vfio_iommu_iova_dma_valid`), EEXIST on overlap.
         unsafe fn dma_map(&self, iova: u64, len: usize, va: *mut u8) -> Result<(), VfioFailure> {
+            let last = iova + len as u64 - 1;
+            if last >> self.iova_bits != 0
+                || (iova <= *MSI_WINDOW.end() && *MSI_WINDOW.start() <= last)
+            {
+                return Err(einval("VFIO_IOMMU_MAP_DMA"));
+            }
+            let mut mapped = self.state.mapped.lock().unwrap();
+            if mapped
+                .iter()
+                .any(|(&i, &(_, l))| i <= last && iova < i + l as u64)
+            {
+                return Err(VfioFailure::Iommu(
+                    "VFIO_IOMMU_MAP_DMA",
+                    std::io::Error::from_raw_os_error(libc::EEXIST),
+                ));
+            }
+            mapped.insert(iova, (va as usize, len));
             self.state.maps.fetch_add(1, Ordering::Relaxed);
-            self.state.iommu.insert(Window {
-                va: va as usize,
-                len,
-                iova,
-            });
+            self.state.iovas.lock().unwrap().push(iova);
+            // SAFETY: dma_map's contract (the memory stays mapped and is
+            // reached through raw pointers until unmapped) is insert's.
+            unsafe {
+                self.state.iommu.insert(Window {
+                    va: va as usize,
+                    len,
+                    iova,
+                })
+            };
             Ok(())
         }
 
         fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), VfioFailure> {
+            let Some((va, l)) = self.state.mapped.lock().unwrap().remove(&iova) else {
+                return Err(einval("VFIO_IOMMU_UNMAP_DMA"));
+            };
+            assert_eq!(l, len, "an unmap of another size than the map");
             self.state.unmaps.fetch_add(1, Ordering::Relaxed);
-            self.state.iommu.remove(iova as usize, len);
+            self.state.iommu.remove(va, len);
             Ok(())
+        }
+
+        fn iommu_info(&self) -> Result<IommuInfo, VfioFailure> {
+            Ok(IommuInfo {
+                page_sizes: 0x4020_1000,
+                iova_ranges: self.report_iovas.then(|| {
+                    vec![
+                        0..=MSI_WINDOW.start() - 1,
+                        MSI_WINDOW.end() + 1..=(1 << self.iova_bits) - 1,
+                    ]
+                }),
+            })
         }
     }
 
     struct FakeDevice {
         bdf: String,
         bar0_fails: bool,
+        bar0: RegionInfo,
+        msix: Option<u64>,
         state: Arc<State>,
         model: IoatModel,
     }
 
     impl VfioDeviceOps for FakeDevice {
-        // The command register is the fake's (the tests look at it); the
-        // rest of configuration space is the model device's.
+        // The command register is the fake's (the tests look at it); an
+        // MSI-X capability at 0x80 (as on I/OAT functions) is put in front
+        // of the model device's capability list; the rest of configuration
+        // space is the model device's.
         fn config_read16(&self, off: u64) -> u16 {
-            if off != spec::PCI_COMMAND {
-                return self.model.pci_config().read16(off);
+            let model = self.model.pci_config();
+            match (off, self.msix) {
+                (spec::PCI_COMMAND, _) => self.state.command.lock().unwrap()[&self.bdf],
+                (spec::PCI_STATUS, Some(_)) => spec::PCI_STATUS_CAP_LIST,
+                (spec::PCI_CAPABILITY_LIST, Some(_)) => 0x80,
+                (0x80, Some(_)) => 0x11 | (model.read16(spec::PCI_CAPABILITY_LIST) & 0xff) << 8,
+                (0x82, Some(_)) => 0,
+                (0x84, Some(t)) => t as u16,
+                (0x86, Some(t)) => (t >> 16) as u16,
+                _ => model.read16(off),
             }
-            self.state.command.lock().unwrap()[&self.bdf]
         }
         fn config_write16(&self, off: u64, v: u16) {
             if off != spec::PCI_COMMAND {
@@ -884,20 +1202,93 @@ mod tests {
         }
         fn config_read32(&self, off: u64) -> u32 {
             assert_ne!(off, spec::PCI_COMMAND);
-            self.model.pci_config().read32(off)
+            self.config_read16(off) as u32 | (self.config_read16(off + 2) as u32) << 16
         }
         fn config_write32(&self, off: u64, v: u32) {
             assert_ne!(off, spec::PCI_COMMAND);
             self.model.pci_config().write32(off, v)
         }
-        fn bar0(&self) -> Result<Box<dyn Registers>, VfioFailure> {
-            if self.bar0_fails {
+        fn bar0_info(&self) -> RegionInfo {
+            self.bar0.clone()
+        }
+
+        /// As vfio-pci's mmap: EINVAL outside the region, outside the
+        /// sparse areas, or (without MSIX_MAPPABLE) on the MSI-X table's
+        /// page (Linux `vfio_pci_mmap` before 4.16).
+        fn map_bar0(&self, window: Range<u64>) -> Result<Box<dyn Registers>, VfioFailure> {
+            let table_page = self
+                .msix
+                .map(|t| t / 0x1000 * 0x1000..(t + 16).div_ceil(0x1000) * 0x1000);
+            let refused = self.bar0_fails
+                || window.end > self.bar0.size
+                || self.bar0.sparse.as_ref().is_some_and(|areas| {
+                    !areas
+                        .iter()
+                        .any(|a| a.start <= window.start && window.end <= a.end)
+                })
+                || (!self.bar0.msix_mappable
+                    && table_page.is_some_and(|p| p.start < window.end && window.start < p.end));
+            if refused {
                 return Err(VfioFailure::Other("mmap of BAR0: EINVAL".into()));
             }
-            Ok(Box::new(self.model.registers()))
+            self.state.bar0_maps.lock().unwrap().push(window.clone());
+            Ok(Box::new(MappedBar0 {
+                regs: self.model.registers(),
+                window,
+            }))
         }
         fn reset(&self) {
             self.state.resets.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A model's registers seen through a mapped window of BAR0: an access
+    /// outside it panics, as a real one would fault.
+    struct MappedBar0 {
+        regs: ModelRegisters,
+        window: Range<u64>,
+    }
+
+    impl MappedBar0 {
+        fn check(&self, off: usize, width: usize) -> usize {
+            let (start, end) = (off as u64, (off + width) as u64);
+            assert!(
+                self.window.start <= start && end <= self.window.end,
+                "BAR0 access at {off:#x} outside the mapped {:?}",
+                self.window
+            );
+            off
+        }
+    }
+
+    impl Registers for MappedBar0 {
+        fn read8(&self, off: usize) -> u8 {
+            self.regs.read8(self.check(off, 1))
+        }
+        fn read16(&self, off: usize) -> u16 {
+            self.regs.read16(self.check(off, 2))
+        }
+        fn read32(&self, off: usize) -> u32 {
+            self.regs.read32(self.check(off, 4))
+        }
+        fn read64(&self, off: usize) -> u64 {
+            self.regs.read64(self.check(off, 8))
+        }
+        unsafe fn write8(&self, off: usize, v: u8) {
+            // SAFETY: the caller's contract, passed on.
+            unsafe { self.regs.write8(self.check(off, 1), v) }
+        }
+        unsafe fn write16(&self, off: usize, v: u16) {
+            // SAFETY: the caller's contract, passed on.
+            unsafe { self.regs.write16(self.check(off, 2), v) }
+        }
+        unsafe fn write32(&self, off: usize, v: u32) {
+            // SAFETY: the caller's contract, passed on.
+            unsafe { self.regs.write32(self.check(off, 4), v) }
+        }
+        unsafe fn write64(&self, off: usize, v: u64) {
+            // SAFETY: the caller's contract, passed on.
+            unsafe { self.regs.write64(self.check(off, 8), v) }
         }
     }
 
@@ -1157,6 +1548,8 @@ mod tests {
         let dev = FakeDevice {
             bdf: "0000:00:04.0".into(),
             bar0_fails: false,
+            bar0: ops.bar0.clone(),
+            msix: ops.msix,
             state: ops.state.clone(),
             model: IoatModel::new(ModelConfig::default()),
         };
@@ -1164,6 +1557,118 @@ mod tests {
         cfg.set_bus_master(false);
         assert_eq!(ops.state.command.lock().unwrap()["0000:00:04.0"], 0x0002);
         assert!(!cfg.function_reset(), "a VFIO reset cannot be confirmed");
+    }
+
+    #[test]
+    fn only_the_register_page_of_bar0_is_mapped_never_the_msix_table() {
+        // A current kernel (MSIX_MAPPABLE), 4.6-4.15 (sparse areas around
+        // the table's page), older (an mmap over the table fails): the
+        // register page is mapped on each, and only it.
+        for (what, ops) in [
+            ("current", FakeVfio::new()),
+            ("sparse", FakeVfio::old_kernel(true)),
+            ("old", FakeVfio::old_kernel(false)),
+        ] {
+            let t = two_functions();
+            let f = open_all(&t.sysfs(), &ops, &[]);
+            assert!(f.notes.is_empty(), "{what}: {:?}", f.notes);
+            assert_eq!(f.hardware.len(), 2, "{what}");
+            assert_eq!(
+                *ops.state.bar0_maps.lock().unwrap(),
+                vec![0..0x1000, 0..0x1000],
+                "{what}"
+            );
+        }
+        // The fake refuses what old vfio-pci refuses.
+        let ops = FakeVfio::old_kernel(false);
+        let t = two_functions();
+        let f = open_all(&t.sysfs(), &ops, &[]);
+        let c = ops.open_container().unwrap();
+        let dev = c.open_device(&scan(&t.sysfs()).unwrap()[0]).unwrap();
+        assert!(dev.map_bar0(0..0x4000).is_err(), "the whole BAR");
+        assert!(dev.map_bar0(0..0x2000).is_err(), "over the table's page");
+        assert!(dev.map_bar0(0x2000..0x3000).is_ok(), "after it");
+        drop(f);
+        // A table on the register page of an old kernel: left out, and
+        // the note says why.
+        let ops = FakeVfio {
+            msix: Some(0x800),
+            ..FakeVfio::old_kernel(false)
+        };
+        let (n, s) = notes(&two_functions(), &ops, &[]);
+        assert_eq!(n, 0);
+        assert!(
+            s.contains("cannot map BAR0 (the registers (0x0..0x1000) share pages with the MSI-X table (0x800..0x810)"),
+            "{s}"
+        );
+    }
+
+    /// The module on the functions of `t` behind `ops`, its mapper
+    /// registered as the binaries do.
+    fn started_behind(t: &Tree, ops: &FakeVfio) -> Ioat {
+        let f = open_all(&t.sysfs(), ops, &[]);
+        assert!(f.notes.is_empty(), "{:?}", f.notes);
+        let devices = IoatDevices::new(
+            f.hardware,
+            &DriverConfig::default(),
+            f.mapper.expect("a container mapper once a device is open"),
+            f.notes,
+        );
+        let mapping = register_mapper(devices.mapper());
+        devices.start(mapping)
+    }
+
+    #[test]
+    fn iovas_come_from_the_ranges_the_iommu_reports_and_the_suite_passes_through_them() {
+        // An IOMMU of 39 bits (the smallest VT-d), with DMA regions whose
+        // virtual addresses lie far above 2^39: IOVA = VA fails there.
+        let t = two_functions();
+        let ops = FakeVfio {
+            iova_bits: 39,
+            ..FakeVfio::new()
+        };
+        let ioat = Arc::new(started_behind(&t, &ops));
+        assert_eq!(ioat.channels(), 2, "{:?}", ioat.notes());
+        let accel = Accel::new(vec![ioat.clone() as Arc<dyn Module>], &[]).unwrap();
+        let a = accel.clone();
+        std::thread::spawn(move || conformance::run_all(&a, 1 << 20))
+            .join()
+            .unwrap();
+        assert_eq!(ioat.totals().failed, 0);
+        let iovas = ops.state.iovas.lock().unwrap().clone();
+        assert!(iovas.len() >= 3, "the rings and the arena: {iovas:x?}");
+        assert!(
+            iovas
+                .iter()
+                .all(|&i| i >> 39 == 0 && !MSI_WINDOW.contains(&i)),
+            "{iovas:x?}"
+        );
+        assert!(
+            crate::env::dma::live_regions()
+                .iter()
+                .any(|&(va, _)| va as u64 >> 39 != 0),
+            "this test needs DMA regions above 2^39"
+        );
+        drop(accel);
+        drop(ioat);
+        assert_eq!(
+            ops.state.maps.load(Ordering::Relaxed),
+            ops.state.unmaps.load(Ordering::Relaxed)
+        );
+        assert!(ops.state.mapped.lock().unwrap().is_empty());
+        // 46 and 48 bits, and a kernel that reports no ranges (the
+        // fallback lies below 2^39): the channels start, every IOVA fits.
+        for (bits, report) in [(46, true), (48, true), (39, false)] {
+            let ops = FakeVfio {
+                iova_bits: bits,
+                report_iovas: report,
+                ..FakeVfio::new()
+            };
+            let ioat = started_behind(&t, &ops);
+            assert_eq!(ioat.channels(), 2, "{bits}: {:?}", ioat.notes());
+            let iovas = ops.state.iovas.lock().unwrap().clone();
+            assert!(iovas.iter().all(|&i| i >> bits == 0), "{bits}: {iovas:x?}");
+        }
     }
 
     #[test]

@@ -148,7 +148,8 @@ fn the_model_latches_chanerr_int_and_stays_halted_until_it_is_cleared() {
     let c = spec::channel_base(0);
     let state = || spec::chansts::state(regs.read64(c + chan::CHANSTS));
     let reset = || {
-        regs.write8(c + chan::CHANCMD, chancmd::RESET);
+        // SAFETY: RESET starts no DMA (no chain is set).
+        unsafe { regs.write8(c + chan::CHANCMD, chancmd::RESET) };
         let t = Instant::now();
         while regs.read8(c + chan::CHANCMD) != 0 {
             assert!(t.elapsed() < Duration::from_secs(5), "reset stuck");
@@ -246,12 +247,18 @@ fn chainaddr_and_chancmp_are_written_as_32_bit_halves() {
     });
     let r = m.registers();
     let c = spec::channel_base(0);
-    r.write64(c + chan::CHAINADDR, 0x1234_5000);
-    r.write64(c + chan::CHANCMP, 0x1234_6000);
+    // SAFETY: no DMACOUNT write follows: the addresses are never used.
+    unsafe {
+        r.write64(c + chan::CHAINADDR, 0x1234_5000);
+        r.write64(c + chan::CHANCMP, 0x1234_6000);
+    }
     assert_eq!(m.counters().rejected_writes, 2);
     assert_eq!(r.read64(c + chan::CHAINADDR), 0);
-    r.write32(c + chan::CHAINADDR, 0x1234_5000);
-    r.write32(c + chan::CHAINADDR + 4, 0x7f);
+    // SAFETY: as above.
+    unsafe {
+        r.write32(c + chan::CHAINADDR, 0x1234_5000);
+        r.write32(c + chan::CHAINADDR + 4, 0x7f);
+    }
     assert_eq!(r.read64(c + chan::CHAINADDR), 0x7f_1234_5000);
 }
 

@@ -172,10 +172,9 @@ fn a_null_descriptor_of_size_zero_is_a_length_error() {
 
 #[test]
 fn without_any_err_abort_en_an_error_is_latched_and_the_channel_goes_on() {
-    use super::super::Registers;
     let b = Bench::new();
     let c = spec::channel_base(0);
-    b.m.registers().write16(c + chan::CHANCTRL, 0);
+    b.write(16, c + chan::CHANCTRL, 0);
     // SAFETY: inside the region.
     unsafe { std::ptr::write_bytes(b.r.as_ptr().add(8192), 0x5c, 64) };
     // Above XFERCAP (64 KiB here): a length error.
@@ -200,14 +199,13 @@ fn without_any_err_abort_en_an_error_is_latched_and_the_channel_goes_on() {
 
 #[test]
 fn the_model_flags_a_driver_write_to_a_slot_it_has_handed_over() {
-    use super::super::Registers;
     let b = Bench::new();
     let ok = control::with_op(op::COPY, 0);
     b.put(0, 64, ok, b.iova(8192), b.iova(16384), b.iova(64));
     b.put(1, 64, ok, b.iova(8192), b.iova(20480), b.iova(128));
     b.m.faults().manual(true);
     let c = spec::channel_base(0);
-    b.m.registers().write16(c + chan::DMACOUNT, 2);
+    b.write(16, c + chan::DMACOUNT, 2);
     assert!(b.m.step(), "the first descriptor runs");
     // Both were read ahead at the doorbell: rewriting the second is a
     // write to a slot the device may have fetched.

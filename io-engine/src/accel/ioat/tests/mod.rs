@@ -24,6 +24,7 @@ use crate::env::dma::{DmaRegion, HugepagePolicy, MapperRegistration, register_ma
 mod bringup;
 mod completion;
 mod lifetimes;
+mod vfio_mapping;
 
 fn cfg(ring: u32) -> DriverConfig {
     DriverConfig {
@@ -261,10 +262,10 @@ fn a_device_that_never_resets_times_out_with_a_message() {
         fn read64(&self, _: usize) -> u64 {
             chansts::HALTED
         }
-        fn write8(&self, _: usize, _: u8) {}
-        fn write16(&self, _: usize, _: u16) {}
-        fn write32(&self, _: usize, _: u32) {}
-        fn write64(&self, _: usize, _: u64) {}
+        unsafe fn write8(&self, _: usize, _: u8) {}
+        unsafe fn write16(&self, _: usize, _: u16) {}
+        unsafe fn write32(&self, _: usize, _: u32) {}
+        unsafe fn write64(&self, _: usize, _: u64) {}
     }
     let m = IoatModel::new(ModelConfig::default());
     // The ring is allocated (and must be mapped) before the reset.
@@ -605,11 +606,16 @@ impl Scrambled {
             .next
             .fetch_add((pages as u64 + 16) * 4096, Ordering::Relaxed);
         for p in 0..pages {
-            self.map.insert(Window {
-                va: region.as_ptr() as usize + p * 4096,
-                len: 4096,
-                iova: base + ((pages - 1 - p) as u64) * 4096,
-            });
+            // SAFETY: a page of `region`, which the test keeps (reached
+            // through raw pointers only) until it has dropped the model;
+            // the model reaches it at this IOVA through this map only.
+            unsafe {
+                self.map.insert(Window {
+                    va: region.as_ptr() as usize + p * 4096,
+                    len: 4096,
+                    iova: base + ((pages - 1 - p) as u64) * 4096,
+                })
+            };
         }
     }
 }
@@ -621,11 +627,15 @@ impl DmaMemory for Scrambled {
         let iova = self
             .next
             .fetch_add(region.len() as u64 + 4096, Ordering::Relaxed);
-        self.map.insert(Window {
-            va: region.as_ptr() as usize,
-            len: region.len(),
-            iova,
-        });
+        // SAFETY: the DmaBuffer keeps the region alive as long as the
+        // channel holding it, which the test drops before the model.
+        unsafe {
+            self.map.insert(Window {
+                va: region.as_ptr() as usize,
+                len: region.len(),
+                iova,
+            })
+        };
         Ok(DmaBuffer::new(Arc::new(region), iova))
     }
     fn window(&self, addr: usize) -> Option<Window> {
@@ -683,6 +693,12 @@ fn requests_split_at_iova_discontinuities() {
         assert!(bytes(dst, len).iter().all(|&x| x == 0x5a));
         assert!(h.counters().descriptors - before >= 256);
     }
+    // The model goes before the regions its map names (`scramble`'s
+    // contract).
+    drop(ch);
+    drop(accel);
+    drop(ioat);
+    assert!(!h.thread_running());
 }
 
 #[test]
@@ -1020,15 +1036,33 @@ impl Bench {
         let _mapping = register_mapper(m.mapper());
         let r = DmaRegion::alloc_with(2 << 20, HugepagePolicy::Never).unwrap();
         let b = Bench { m, r, _mapping };
-        let regs = b.m.registers();
         use super::Registers;
         let c = spec::channel_base(0);
-        regs.write8(c + chan::CHANCMD, chancmd::RESET);
+        b.write(8, c + chan::CHANCMD, chancmd::RESET.into());
         b.wait(|regs| regs.read8(c + chan::CHANCMD) == 0);
-        regs.write16(c + chan::CHANCTRL, chanctrl::ANY_ERR_ABORT_EN);
-        regs.write64(c + chan::CHANCMP, b.iova(4096));
-        regs.write64(c + chan::CHAINADDR, b.iova(0));
+        b.write(16, c + chan::CHANCTRL, chanctrl::ANY_ERR_ABORT_EN.into());
+        b.write(64, c + chan::CHANCMP, b.iova(4096));
+        b.write(64, c + chan::CHAINADDR, b.iova(0));
         b
+    }
+
+    /// A `width`-bit register write to the bench's model.
+    fn write(&self, width: u32, off: usize, v: u64) {
+        use super::Registers;
+        let regs = self.m.registers();
+        // SAFETY: the model reaches only the windows of its map, the live
+        // DMA regions its mapper was told of: here `self.r`, which the
+        // bench drops after the model (whose thread is joined first), and
+        // the other tests' regions, whose owners unmap them before they
+        // go. Wild addresses in descriptors halt the model.
+        unsafe {
+            match width {
+                8 => regs.write8(off, v as u8),
+                16 => regs.write16(off, v as u16),
+                32 => regs.write32(off, v as u32),
+                _ => regs.write64(off, v),
+            }
+        }
     }
 
     fn iova(&self, off: usize) -> u64 {
@@ -1061,7 +1095,7 @@ impl Bench {
         use super::Registers;
         let c = spec::channel_base(0);
         let before = self.m.counters();
-        self.m.registers().write16(c + chan::DMACOUNT, count);
+        self.write(16, c + chan::DMACOUNT, count.into());
         let start = Instant::now();
         loop {
             let now = self.m.counters();
@@ -1212,7 +1246,7 @@ fn the_model_halts_with_the_matching_chanerr_bits() {
     use super::Registers;
     let c = spec::channel_base(0);
     let b = Bench::new();
-    b.m.registers().write64(c + chan::CHAINADDR, b.iova(0) + 4);
+    b.write(64, c + chan::CHAINADDR, b.iova(0) + 4);
     assert_eq!(b.ring(1).1, chanerr::CHAIN_ADDR_VALUE);
     let b = Bench::new();
     b.put(
@@ -1223,17 +1257,17 @@ fn the_model_halts_with_the_matching_chanerr_bits() {
         b.iova(16384),
         b.iova(64),
     );
-    b.m.registers().write64(c + chan::CHANCMP, 0x1000);
+    b.write(64, c + chan::CHANCMP, 0x1000);
     assert_eq!(b.ring(1).1, chanerr::COMPLETION_ADDR);
     let b = Bench::new();
-    b.m.registers().write8(c + chan::CHANCMD, 0x03);
+    b.write(8, c + chan::CHANCMD, 0x03);
     b.wait(|r| r.read32(c + chan::CHANERR) != 0);
     assert_eq!(b.m.registers().read32(c + chan::CHANERR), chanerr::CHANCMD);
     // Write-1-to-clear, and reset recovers.
     let r = b.m.registers();
-    r.write32(c + chan::CHANERR, chanerr::CHANCMD);
+    b.write(32, c + chan::CHANERR, chanerr::CHANCMD.into());
     assert_eq!(r.read32(c + chan::CHANERR), 0);
-    r.write8(c + chan::CHANCMD, chancmd::RESET);
+    b.write(8, c + chan::CHANCMD, chancmd::RESET.into());
     b.wait(|r| chansts::state(r.read64(c + chan::CHANSTS)) == chansts::IDLE);
 }
 
@@ -1248,11 +1282,11 @@ fn the_model_suspends_resumes_and_reports_its_registers() {
     assert_eq!(r.read8(spec::XFERCAP), 16);
     assert_ne!(r.read32(spec::DMACAPABILITY) & spec::dmacap::BFILL, 0);
     // 64-bit registers read as 32-bit halves too.
-    r.write64(c + chan::CHAINADDR, 0x1234_5678_9abc_de00);
+    b.write(64, c + chan::CHAINADDR, 0x1234_5678_9abc_de00);
     assert_eq!(r.read32(c + chan::CHAINADDR), 0x9abc_de00);
     assert_eq!(r.read32(c + chan::CHAINADDR + 4), 0x1234_5678);
-    r.write64(c + chan::CHAINADDR, b.iova(0));
-    r.write8(c + chan::CHANCMD, chancmd::SUSPEND);
+    b.write(64, c + chan::CHAINADDR, b.iova(0));
+    b.write(8, c + chan::CHANCMD, chancmd::SUSPEND.into());
     b.wait(|r| chansts::state(r.read64(c + chan::CHANSTS)) == chansts::SUSPENDED);
     b.put(
         0,
@@ -1262,10 +1296,10 @@ fn the_model_suspends_resumes_and_reports_its_registers() {
         b.iova(16384),
         b.iova(64),
     );
-    r.write16(c + chan::DMACOUNT, 1);
+    b.write(16, c + chan::DMACOUNT, 1);
     std::thread::sleep(Duration::from_millis(5));
     assert_eq!(b.m.counters().descriptors, 0, "suspended: nothing runs");
-    r.write8(c + chan::CHANCMD, chancmd::RESUME);
+    b.write(8, c + chan::CHANCMD, chancmd::RESUME.into());
     b.wait(|r| chansts::addr(r.read64(c + chan::CHANSTS)) == b.iova(0));
     assert_eq!(b.m.counters().descriptors, 1);
     let n = b.m.counters();
@@ -1322,16 +1356,20 @@ fn the_map_finds_windows_both_ways() {
     let m = IovaMap::new();
     assert!(m.is_empty());
     let g0 = m.generation();
-    m.insert(Window {
-        va: 0x10_0000,
-        len: 0x1000,
-        iova: 0x9000_0000,
-    });
-    m.insert(Window {
-        va: 0x20_0000,
-        len: 0x2000,
-        iova: 0x20_0000,
-    });
+    // SAFETY: no device translates through this map: the windows are only
+    // looked up.
+    unsafe {
+        m.insert(Window {
+            va: 0x10_0000,
+            len: 0x1000,
+            iova: 0x9000_0000,
+        });
+        m.insert(Window {
+            va: 0x20_0000,
+            len: 0x2000,
+            iova: 0x20_0000,
+        });
+    }
     assert!(m.generation() > g0);
     assert_eq!(m.len(), 2);
     assert_eq!(m.by_va(0x10_0fff).map(|w| w.iova), Some(0x9000_0000));
