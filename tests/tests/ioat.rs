@@ -236,7 +236,7 @@ fn accel_perf_verifies_copy_and_fill_on_the_model() {
 }
 
 #[test]
-fn batching_brings_doorbells_below_one_per_128_operations_and_is_not_slower() {
+fn batching_brings_doorbells_below_one_per_128_operations() {
     let run_b = |b: &str| {
         let (v, out) = accel_perf_json(&[
             "-M",
@@ -265,13 +265,9 @@ fn batching_brings_doorbells_below_one_per_128_operations_and_is_not_slower() {
         |v: &Value| u(&v["module"]["doorbell_writes"]) as f64 / u(&v["total"]["transfers"]) as f64;
     assert!(per_op(&alone) >= 0.99, "{alone}");
     assert!(per_op(&batched) <= 1.0 / 128.0, "{batched}");
-    let ops = |v: &Value| v["total"]["ops_per_s"].as_f64().unwrap();
-    assert!(
-        ops(&batched) >= ops(&alone),
-        "batched {} ops/s, alone {} ops/s",
-        ops(&batched),
-        ops(&alone)
-    );
+    // Whether batching is also faster is a benchmark's question
+    // (bench/ioat-model prints both rates from the same run), not a timed
+    // test's on a shared machine.
 }
 
 #[test]

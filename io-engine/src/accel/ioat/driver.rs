@@ -13,19 +13,24 @@
 //! through `next`, with free-running `u32` head and tail (slot = index &
 //! (size - 1), free slots = size - (head - tail) - 1). A request is split
 //! into descriptors at the device's largest transfer (XFERCAP) and where
-//! its buffers stop being contiguous in IOVA space; its last descriptor
-//! carries "completion update" and remembers its task (a zero-length
-//! request is one null descriptor). A submission builds every request of a
-//! batch, then flushes once: one DMACOUNT write. No slot is written once
-//! the doorbell has handed it over. A request that does not fit the free
+//! its buffers stop being contiguous in IOVA space; only its last
+//! descriptor remembers its task (a zero-length request is one null
+//! descriptor). A submission builds every request of a batch, then
+//! flushes once: "completion update" on the batch's last descriptor (not
+//! yet handed over), then one DMACOUNT write. No slot is written once the
+//! doorbell has handed it over. A request that does not fit the free
 //! slots waits (in order) in a backlog and is built when completions free
 //! slots; nothing is failed for lack of room.
 //!
 //! Completion comes from the completion word only: it names the last
-//! request end done; every slot from the tail up to and including it is
+//! batch end done; every slot from the tail up to and including it is
 //! retired, and the tasks whose last descriptor was among them succeed. A
 //! value is taken only when it names a descriptor with "completion
-//! update" (a request end) in flight, at or after the tail. CHANSTS is
+//! update" (a flushed batch end) in flight, at or after the tail. One
+//! completion write per batch, not per request (DPDK marks every
+//! request's end, SPDK every descriptor): each write takes the cache line
+//! the reactor polls, and on the model marking every request halved the
+//! batched rate (`bench/ioat-model`). CHANSTS is
 //! never used to retire anything: the device may show a descriptor there
 //! before its data and its completion write have landed, and a completion
 //! word that lands after a CHANSTS read names an earlier end that, once
@@ -33,10 +38,13 @@
 //! `ioat_process_channel_events` and Linux's `__cleanup` advance from the
 //! completion word alone and read CHANSTS for halts.) When the word has
 //! not moved for [`DriverConfig::stall_check`] with requests in flight the
-//! driver reads CHANSTS for its state only: idle with the word short of
-//! the last request end means a completion write was lost or is still
-//! held, and the driver appends one null descriptor with completion update
-//! (a nudge), whose write names everything before it.
+//! driver reads CHANSTS for its state and as a sign of life: idle with the
+//! word short of the last batch end means a completion write was lost or
+//! is still held, and the driver appends one null descriptor with
+//! completion update (a nudge), whose write names everything before it;
+//! an address that moved since the last look is progress for the timeout
+//! (a long batch on a slow device writes its word only at its end) but
+//! retires nothing.
 //!
 //! How a halt is learnt: the driver programs CHANCTRL with
 //! ERR_COMPLETION_EN besides ANY_ERR_ABORT_EN ([`spec::chanctrl::RUN`], as
@@ -59,9 +67,9 @@
 //!   (a stall, a halt whose completion write cannot land): every request
 //!   in flight fails with `EngineError` (the device may have done part of
 //!   any of them), the channel is reset and brought up again, and the
-//!   backlog is built on the new ring. A slow device whose word keeps
-//!   moving is never timed out.
-//! - A completion word that names no request end in flight (corrupt or
+//!   backlog is built on the new ring. A slow device whose word or CHANSTS
+//!   keeps moving is never timed out.
+//! - A completion word that names no batch end in flight (corrupt or
 //!   out of order) is counted and ignored; the stall check's nudge
 //!   recovers a lost last word.
 //! - A buffer with no IOVA (memory the device cannot reach): that request
@@ -283,6 +291,10 @@ pub struct Channel {
     /// The completion word's value last acted on: only a new value is
     /// looked at.
     last_word: u64,
+    /// CHANSTS's address at the last stall check: a change is the
+    /// device's sign of life between completion words (never a reason to
+    /// retire anything).
+    status_seen: u64,
     /// The request ending at each slot.
     slots: Vec<Option<Request>>,
     /// Requests in the ring.
@@ -364,6 +376,7 @@ impl Channel {
             flushed: 0,
             last_seen: 0,
             last_word: 0,
+            status_seen: 0,
             slots: vec![None; size as usize],
             in_ring: 0,
             backlog: VecDeque::with_capacity(size as usize),
@@ -646,6 +659,7 @@ impl Channel {
         self.tail = 1;
         self.last_seen = chansts::addr(self.chansts());
         self.last_word = self.ring.load_u64(cmp);
+        self.status_seen = self.last_seen;
         self.progress = tsc::now();
         Ok(())
     }
@@ -671,14 +685,16 @@ impl Channel {
         bump(&self.counters.doorbells, 1);
     }
 
-    /// Flush: one DMACOUNT write for everything built since the last
-    /// (each request's last descriptor already carries "completion
-    /// update"; no slot is written after the doorbell hands it over).
-    /// Nothing to do when nothing was built since the last.
+    /// Flush: "completion update" on the last descriptor built (not yet
+    /// handed over), then one DMACOUNT write for everything built since
+    /// the last flush. Nothing to do when nothing was built since then.
     fn flush(&mut self) {
         if self.head == self.flushed {
             return;
         }
+        let off = self.slot_off(self.head.wrapping_sub(1)) + desc::CONTROL;
+        let ctl = self.ring.read_u32(off);
+        self.ring.write_u32(off, ctl | control::COMPLETION_UPDATE);
         if self.in_ring > 0 && self.progress_idle() {
             self.progress = tsc::now();
         }
@@ -734,11 +750,10 @@ impl Channel {
         self.head = self.head.wrapping_add(1);
     }
 
-    /// Writes the descriptors of `r`, or none of them: "completion update"
-    /// on its last one (as DPDK's `ioat_dmadev.c` and Linux's prep
-    /// functions do), so the completion word only ever names a request's
-    /// end. A zero-length request is one null descriptor (SPDK's
-    /// `ioat_submit_copy`: "null descriptor for null transfer").
+    /// Writes the descriptors of `r`, or none of them ("completion update"
+    /// goes on the batch's last descriptor at the flush). A zero-length
+    /// request is one null descriptor (SPDK's `ioat_submit_copy`: "null
+    /// descriptor for null transfer"), which carries completion update.
     fn build(&mut self, r: Request) -> Result<(), BuildError> {
         let start = self.head;
         let empty = self.head == self.tail;
@@ -774,12 +789,7 @@ impl Channel {
                 n = n.min(slen);
                 (src, op::COPY)
             };
-            let last = if done + n == r.len {
-                control::COMPLETION_UPDATE
-            } else {
-                0
-            };
-            let ctl = control::with_op(opcode, last);
+            let ctl = control::with_op(opcode, 0);
             let off = self.slot_off(self.head);
             self.ring.write_u32(off + desc::SIZE, n as u32);
             self.ring.write_u32(off + desc::CONTROL, ctl);
@@ -928,7 +938,7 @@ impl Channel {
         }
         bump(&self.counters.bad_completions, 1);
         tracing::debug!(
-            "ioat {}: completion word {word:#x} names no request end in flight; ignored",
+            "ioat {}: completion word {word:#x} names no batch end in flight; ignored",
             self.hw.name
         );
         false
@@ -967,14 +977,17 @@ impl Channel {
     }
 
     /// The completion word has stood still for the stall check: reads
-    /// CHANSTS, only for its state, never to retire anything (what CHANSTS
-    /// names may not have landed in memory yet). A halt is then learnt
-    /// from the completion word, which CHANCTRL's ERR_COMPLETION_EN has
-    /// the device write with the HALTED state (wait for it; the timeout
-    /// covers a device that cannot write it). A channel idle at the last
-    /// descriptor handed over whose word does not name it lost (or has not
-    /// yet made visible) a completion write: [`Channel::nudge`]. Returns
-    /// whether anything moved.
+    /// CHANSTS, only for its state and as a sign of life, never to retire
+    /// anything (what CHANSTS names may not have landed in memory yet). A
+    /// halt is then learnt from the completion word, which CHANCTRL's
+    /// ERR_COMPLETION_EN has the device write with the HALTED state (wait
+    /// for it; the timeout covers a device that cannot write it). A
+    /// channel idle at the last descriptor handed over whose word does not
+    /// name it lost (or has not yet made visible) a completion write:
+    /// [`Channel::nudge`]. A CHANSTS address that changed since the last
+    /// check is progress for the timeout (a long batch on a slow device
+    /// writes its completion word only at its end) but retires nothing.
+    /// Returns whether anything moved.
     fn check(&mut self, done: &mut Vec<(TaskId, Completion)>) -> bool {
         let st = self.chansts();
         // A word written since the last look counts first (the device
@@ -990,6 +1003,12 @@ impl Channel {
             && chansts::addr(st) == self.slot_iova(self.flushed.wrapping_sub(1))
         {
             self.nudge();
+        }
+        let addr = chansts::addr(st);
+        if addr != self.status_seen {
+            self.status_seen = addr;
+            self.progress = tsc::now();
+            return true;
         }
         false
     }

@@ -248,20 +248,41 @@ fn a_slow_but_alive_device_is_not_timed_out_while_its_completion_word_moves() {
         unsafe { r.as_ptr().add(i * 4096) }
     };
     h.faults().manual(true);
-    let tasks: Vec<Task> = (0..6)
-        .map(|i| copy_task(at(&dst, i), at(&src, i), 4096))
-        .collect();
     let mut done = Vec::new();
-    ch.submit(&tasks, 0, &mut done);
-    // One request per step, each step longer than the timeout after the
-    // last: the word moves every time, so nothing times out.
+    // Six batches of one request, one step each, every step longer than
+    // the timeout after the last: the completion word moves every time,
+    // so nothing times out.
     for i in 0..6 {
+        let task = copy_task(at(&dst, i), at(&src, i), 4096);
+        ch.submit(&[task], i as TaskId, &mut done);
         std::thread::sleep(timeout + Duration::from_millis(10));
         assert!(h.step());
         ch.poll(&mut done);
         assert_eq!(done, vec![(i as TaskId, Completion::SUCCESS)], "step {i}");
         done.clear();
     }
+    // One batch of four, one step at a time: the word moves only at the
+    // batch's end, but CHANSTS shows each descriptor: a sign of life, so
+    // nothing times out and nothing is reported before the end.
+    let tasks: Vec<Task> = (10..14)
+        .map(|i| copy_task(at(&dst, i), at(&src, i), 4096))
+        .collect();
+    ch.submit(&tasks, 10, &mut done);
+    for i in 0..4 {
+        std::thread::sleep(timeout + Duration::from_millis(10));
+        assert!(h.step());
+        ch.poll(&mut done);
+        if i < 3 {
+            assert!(done.is_empty(), "step {i}: {done:?}");
+        }
+    }
+    assert_eq!(
+        done,
+        (10..14)
+            .map(|i| (i, Completion::SUCCESS))
+            .collect::<Vec<_>>()
+    );
+    done.clear();
     assert_eq!(
         ch.counters()
             .timeouts
