@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::devices::IoatDevices;
+use super::devices::{IoatDevices, MODEL_NOT_BUILT};
 use super::options::IoatOptions;
 use crate::accel::Module;
 use crate::env::dma::{DmaMapper, MapperRegistration};
@@ -47,11 +47,6 @@ pub struct IoatArgs {
 /// Whether this build has the device model (the `ioat-model` feature;
 /// the unit tests always have it).
 const MODEL_BUILT_IN: bool = cfg!(any(test, feature = "ioat-model"));
-
-/// Why `--ioat-model` is refused by a build without the model.
-pub(super) const MODEL_NOT_BUILT: &str = "--ioat-model needs the I/OAT device model, which \
-     this binary was built without: build it with the `ioat-model` cargo feature (`cargo build \
-     --release -p io-engine --features ioat-model`)";
 
 /// `--ioat-model`'s value: a channel count; anything but 0 is refused when
 /// the model is not `built_in`.

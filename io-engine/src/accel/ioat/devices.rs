@@ -27,6 +27,11 @@ use super::options::IoatOptions;
 use super::vfio;
 use crate::env::dma::{DmaMapper, MapperRegistration};
 
+/// Why `--ioat-model` is refused by a build without the model.
+pub(super) const MODEL_NOT_BUILT: &str = "--ioat-model needs the I/OAT device model, which \
+     this binary was built without: build it with the `ioat-model` cargo feature (`cargo build \
+     --release -p io-engine --features ioat-model`)";
+
 #[cfg(any(test, feature = "ioat-model"))]
 /// The least progress timeout of a model channel made from flags.
 pub const MODEL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -57,7 +62,7 @@ impl IoatDevices {
         }
         #[cfg(not(any(test, feature = "ioat-model")))]
         if opts.model_channels > 0 {
-            notes.push(super::args::MODEL_NOT_BUILT.into());
+            notes.push(MODEL_NOT_BUILT.into());
         }
         #[cfg(any(test, feature = "ioat-model"))]
         if opts.model_channels > 0 {

@@ -9,10 +9,10 @@
 
 use std::sync::RwLockReadGuard;
 
-use super::iova_map::Maps;
+use super::iova_windows::IovaWindows;
 
 /// A read lock on an IOVA map; see the module doc.
-pub struct IovaGuard<'a>(pub(super) RwLockReadGuard<'a, Maps>);
+pub struct IovaGuard<'a>(pub(super) RwLockReadGuard<'a, IovaWindows>);
 
 impl IovaGuard<'_> {
     /// The virtual address of `len` bytes at `iova`, when they lie in one

@@ -6,11 +6,11 @@
 //! device thread read it (the model through an [`IovaGuard`] held across a
 //! descriptor, which a removal waits for).
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock};
 
 use super::iova_guard::IovaGuard;
+use super::iova_windows::IovaWindows;
 use super::window::Window;
 
 /// The windows a backend made device-visible, by virtual address and by
@@ -18,14 +18,8 @@ use super::window::Window;
 /// device model adds one per region it was told of (its "IOMMU").
 #[derive(Debug, Default)]
 pub struct IovaMap {
-    inner: RwLock<Maps>,
+    inner: RwLock<IovaWindows>,
     generation: AtomicU64,
-}
-
-#[derive(Debug, Default)]
-pub(super) struct Maps {
-    by_va: BTreeMap<usize, Window>,
-    pub(super) by_iova: BTreeMap<u64, Window>,
 }
 
 impl IovaMap {

@@ -58,6 +58,7 @@ mod iommu_info;
 mod iova_allocator;
 mod iova_guard;
 mod iova_map;
+mod iova_windows;
 mod mapped_memory;
 mod module;
 mod msix_table;
@@ -67,6 +68,8 @@ mod region_info;
 mod registers;
 mod totals;
 mod vfio_config;
+mod vfio_device_ops;
+mod vfio_failure;
 mod window;
 
 #[cfg(test)]

@@ -21,7 +21,6 @@
 //! module then runs without that device (and the engine on software when
 //! none is left).
 
-use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
@@ -37,6 +36,8 @@ use super::region_info::{PAGE, RegionInfo};
 use super::registers::Registers;
 use super::spec;
 use super::vfio_config::VfioConfig;
+pub use super::vfio_device_ops::VfioDeviceOps;
+pub use super::vfio_failure::VfioFailure;
 use super::window::Window;
 use crate::env::dma::DmaMapper;
 
@@ -139,36 +140,6 @@ fn bind_commands(f: &PciFunction) -> String {
     )
 }
 
-/// What went wrong at the ioctl level.
-#[derive(Debug)]
-pub enum VfioFailure {
-    /// `/dev/vfio/vfio` could not be opened.
-    Container(std::io::Error),
-    /// The container lacks the type-1 IOMMU backend.
-    NoType1,
-    /// The group file could not be opened.
-    GroupOpen(u32, std::io::Error),
-    /// The group has devices not bound to vfio-pci.
-    NotViable(u32),
-    /// An IOMMU call (named) failed with this error.
-    Iommu(&'static str, std::io::Error),
-    /// Anything else, with the call that failed.
-    Other(String),
-}
-
-impl fmt::Display for VfioFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            VfioFailure::Container(e) => write!(f, "cannot open /dev/vfio/vfio: {e}"),
-            VfioFailure::NoType1 => f.write_str("the VFIO container has no type-1 IOMMU backend"),
-            VfioFailure::GroupOpen(g, e) => write!(f, "cannot open /dev/vfio/{g}: {e}"),
-            VfioFailure::NotViable(g) => write!(f, "IOMMU group {g} is not viable"),
-            VfioFailure::Iommu(call, e) => write!(f, "{call}: {e}"),
-            VfioFailure::Other(s) => f.write_str(s),
-        }
-    }
-}
-
 /// The kernel's VFIO interface, as the backend uses it.
 pub trait VfioOps: Send + Sync {
     /// Opens a container (`/dev/vfio/vfio`) with the type-1 IOMMU.
@@ -199,24 +170,6 @@ pub trait VfioContainerOps: Send + Sync {
     /// The IOMMU's page sizes and IOVA ranges (`VFIO_IOMMU_GET_INFO`;
     /// valid once a device is open).
     fn iommu_info(&self) -> Result<IommuInfo, VfioFailure>;
-}
-
-/// An opened VFIO device (one PCI function).
-pub trait VfioDeviceOps: Send + Sync {
-    /// 16-bit read of PCI configuration space.
-    fn config_read16(&self, off: u64) -> u16;
-    /// 16-bit write of PCI configuration space.
-    fn config_write16(&self, off: u64, v: u16);
-    /// 32-bit read of PCI configuration space.
-    fn config_read32(&self, off: u64) -> u32;
-    /// 32-bit write of PCI configuration space.
-    fn config_write32(&self, off: u64, v: u32);
-    /// What VFIO says of BAR0 (`VFIO_DEVICE_GET_REGION_INFO`).
-    fn bar0_info(&self) -> RegionInfo;
-    /// `window` of BAR0 mapped; its accesses are bounded to it.
-    fn map_bar0(&self, window: Range<u64>) -> Result<Box<dyn Registers>, VfioFailure>;
-    /// Function-level reset, where the device has one.
-    fn reset(&self);
 }
 
 /// What [`open_all`] found: the devices to run channels on, the mapper

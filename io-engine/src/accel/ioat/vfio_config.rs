@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::pci_config::PciConfig;
-use super::vfio::VfioDeviceOps;
+use super::vfio_device_ops::VfioDeviceOps;
 
 /// The configuration space of an opened VFIO device.
 pub struct VfioConfig(pub Arc<dyn VfioDeviceOps>);
