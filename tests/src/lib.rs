@@ -162,6 +162,21 @@ pub fn output_with_timeout(cmd: Command, timeout: Duration) -> Output {
     output_with_input(cmd, None, timeout)
 }
 
+/// [`output_with_timeout`] for a command that must succeed: panics with its
+/// status and everything it printed when it does not.
+pub fn output_ok(cmd: Command, timeout: Duration) -> Output {
+    let what = format!("{cmd:?}");
+    let out = output_with_timeout(cmd, timeout);
+    assert!(
+        out.status.success(),
+        "{what} failed ({:?}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// [`output_with_timeout`] feeding `input` on stdin (then closing it), or
 /// with stdin closed for `None`.
 pub fn output_with_input(mut cmd: Command, input: Option<Vec<u8>>, timeout: Duration) -> Output {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use io_engine::env::xorshift::XorShift;
 use io_engine_tests::daemon::Daemon;
-use io_engine_tests::{assert_fio_verified, fio_nbd_verify_args, output_with_timeout};
+use io_engine_tests::{assert_fio_verified, fio_nbd_verify_args, output_ok, output_with_timeout};
 
 /// `program args...` as an owned command.
 fn cmd<S: AsRef<std::ffi::OsStr>>(program: &str, args: impl IntoIterator<Item = S>) -> Command {
@@ -16,16 +16,9 @@ fn cmd<S: AsRef<std::ffi::OsStr>>(program: &str, args: impl IntoIterator<Item = 
     c
 }
 
-fn run(cmd: Command, what: &str) -> std::process::Output {
-    let out = output_with_timeout(cmd, Duration::from_secs(120));
-    assert!(
-        out.status.success(),
-        "{what} failed ({:?}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+/// `cmd`'s output; it must succeed within two minutes.
+fn run(cmd: Command) -> std::process::Output {
+    output_ok(cmd, Duration::from_secs(120))
 }
 
 #[test]
@@ -38,10 +31,7 @@ fn fio_writes_and_verifies_with_fixed_and_mixed_block_sizes() {
     ]);
     let uri = d.nbd_uri("v0");
     for bs in ["--bs=4k", "--bsrange=4k-1m"] {
-        let out = run(
-            cmd("fio", fio_nbd_verify_args(&uri, bs, 64)),
-            &format!("fio {bs}"),
-        );
+        let out = run(cmd("fio", fio_nbd_verify_args(&uri, bs, 64)));
         assert_fio_verified(&String::from_utf8_lossy(&out.stdout), 64, bs);
     }
 }
@@ -99,8 +89,8 @@ fn nbdcopy_256_mib_round_trip_and_qemu_img_compare() {
     std::fs::write(&src, &data).unwrap();
     let src_s = src.display().to_string();
     let back_s = back.display().to_string();
-    run(cmd("nbdcopy", [&src_s, &uri]), "nbdcopy in");
-    run(cmd("nbdcopy", [&uri, &back_s]), "nbdcopy out");
+    run(cmd("nbdcopy", [&src_s, &uri]));
+    run(cmd("nbdcopy", [&uri, &back_s]));
     assert!(
         std::fs::read(&back).unwrap() == data,
         "the copy out differs from what went in"
@@ -111,7 +101,7 @@ fn nbdcopy_256_mib_round_trip_and_qemu_img_compare() {
             ["compare", "-f", "raw", "-F", "raw", &src_s, &uri],
         )
     };
-    let out = run(compare(), "qemu-img compare");
+    let out = run(compare());
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("identical"),
         "{out:?}"

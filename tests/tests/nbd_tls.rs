@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use io_engine_tests::certs::TestPki;
 use io_engine_tests::daemon::{Daemon, quiet_args, run_daemon_to_exit};
-use io_engine_tests::{assert_fio_verified, fio_nbd_verify_args, output_with_timeout};
+use io_engine_tests::{assert_fio_verified, fio_nbd_verify_args, output_ok, output_with_timeout};
 
 /// A fresh PKI in a directory of its own.
 fn pki(test: &str) -> TestPki {
@@ -69,16 +69,7 @@ fn run(program: &str, args: &[&str]) -> Output {
 
 /// The stdout of `cmd`, which must succeed within `timeout`.
 fn succeeds(cmd: Command, timeout: Duration) -> String {
-    let what = format!("{cmd:?}");
-    let out = output_with_timeout(cmd, timeout);
-    assert!(
-        out.status.success(),
-        "{what} failed ({:?}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    String::from_utf8_lossy(&output_ok(cmd, timeout).stdout).into_owned()
 }
 
 fn ok(program: &str, args: &[&str]) -> String {

@@ -1071,6 +1071,10 @@ impl Device {
     }
 
     fn run(mut self) {
+        // One reference for the thread's life, lent to every step (no
+        // reference-count traffic per descriptor).
+        let shared = Arc::clone(&self.s);
+        let s = &*shared;
         let mut idle_since = Instant::now();
         loop {
             if self.s.stop.load(Ordering::Acquire) {
@@ -1084,7 +1088,6 @@ impl Device {
             }
             let cmd = self.s.chancmd.load(Ordering::Acquire);
             if cmd != 0 && !self.ignores(cmd) {
-                let s = self.s.clone();
                 let _exec = s.exec.lock().unwrap_or_else(PoisonError::into_inner);
                 // A function-level reset may have cleared it meanwhile.
                 if self.s.chancmd.load(Ordering::Acquire) == cmd {
@@ -1099,18 +1102,17 @@ impl Device {
                 idle_since = Instant::now();
                 continue;
             }
-            let s = self.s.clone();
             let f = &s.faults;
             if f.manual.load(Ordering::Acquire) {
                 let req = f.step_req.load(Ordering::Acquire);
                 if req != f.step_ack.load(Ordering::Acquire) {
-                    let did = self.act(true);
+                    let did = self.act(s, true);
                     f.step_did.store(did, Ordering::Release);
                     f.step_ack.store(req, Ordering::Release);
                     idle_since = Instant::now();
                     continue;
                 }
-            } else if self.act(false) {
+            } else if self.act(s, false) {
                 idle_since = Instant::now();
                 continue;
             } else if !self.pending.is_empty() {
@@ -1143,8 +1145,7 @@ impl Device {
     /// One step: a held completion that is due, else one descriptor;
     /// none when manual stepping is on and this is not a `stepping` call.
     /// Returns whether there was one.
-    fn act(&mut self, stepping: bool) -> bool {
-        let s = self.s.clone();
+    fn act(&mut self, s: &Shared, stepping: bool) -> bool {
         let _exec = s.exec.lock().unwrap_or_else(PoisonError::into_inner);
         // Bus mastering may have gone off meanwhile: a function that may
         // not reach memory neither writes nor fetches.
@@ -1159,9 +1160,9 @@ impl Device {
             return false;
         }
         if due {
-            self.release(false);
+            self.release(s, false);
         } else if run {
-            self.step();
+            self.step(s);
         }
         due || run
     }
@@ -1257,9 +1258,8 @@ impl Device {
 
     /// Makes held writes visible: through the oldest held completion, or
     /// (`all`) every one.
-    fn release(&mut self, all: bool) {
-        let map = self.s.map.clone();
-        let g = map.read();
+    fn release(&mut self, s: &Shared, all: bool) {
+        let g = s.map.read();
         self.release_in(&g, all);
     }
 
@@ -1311,7 +1311,8 @@ impl Device {
             return;
         }
         if self.s.bus_master() {
-            self.release(true);
+            let s = Arc::clone(&self.s);
+            self.release(&s, true);
         } else {
             // A function that may not reach memory writes nothing: what it
             // held is lost.
@@ -1347,11 +1348,10 @@ impl Device {
 
     /// Fetches and executes one descriptor, holding the IOVA map
     /// throughout (an unmap waits for it); halts on an error.
-    fn step(&mut self) {
-        let map = self.s.map.clone();
+    fn step(&mut self, s: &Shared) {
         let result = {
-            let g = map.read();
-            self.step_in(&g)
+            let g = s.map.read();
+            self.step_in(s, &g)
         };
         if let Err(bits) = result {
             self.halt(bits);
@@ -1387,7 +1387,7 @@ impl Device {
         }
     }
 
-    fn step_in(&mut self, g: &IovaGuard) -> Result<(), Fault> {
+    fn step_in(&mut self, s: &Shared, g: &IovaGuard) -> Result<(), Fault> {
         let (addr, first) = match self.next {
             Some(a) => (a, false),
             None => (self.s.chainaddr.load(Ordering::Acquire), true),
@@ -1428,7 +1428,6 @@ impl Device {
             field64(&d, desc::DST),
             field64(&d, desc::NEXT),
         );
-        let s = self.s.clone();
         let f = &s.faults;
         let held = f.hold.load(Ordering::Acquire) > 0;
         self.count = self.count.wrapping_add(1);
