@@ -5,16 +5,10 @@
 
 use std::ops::Range;
 
-/// Status register: bit 4 says a capability list is present.
-const PCI_STATUS: u64 = 0x06;
-const PCI_STATUS_CAP_LIST: u16 = 1 << 4;
-/// Offset of the first capability.
-const PCI_CAPABILITY_LIST: u64 = 0x34;
+use super::pci_config::find_capability_with;
+
 /// Capability id of MSI-X.
 const PCI_CAP_ID_MSIX: u8 = 0x11;
-/// Most capabilities followed before giving up (a looping list): Linux's
-/// `PCI_FIND_CAP_TTL`.
-const CAP_TTL: usize = 48;
 /// Bytes per MSI-X table entry.
 const MSIX_ENTRY_SIZE: u64 = 16;
 
@@ -34,26 +28,13 @@ impl MsixTable {
     /// 2:0), Message Control at +2 (table size - 1 in bits 10:0). `None`
     /// when the function has no MSI-X capability.
     pub fn find(read16: impl Fn(u64) -> u16) -> Option<MsixTable> {
-        if read16(PCI_STATUS) & PCI_STATUS_CAP_LIST == 0 {
-            return None;
-        }
-        let mut at = u64::from(read16(PCI_CAPABILITY_LIST) & 0xfc);
-        for _ in 0..CAP_TTL {
-            if at < 0x40 {
-                return None;
-            }
-            let [id, next] = read16(at).to_le_bytes();
-            if id == PCI_CAP_ID_MSIX {
-                let entries = u64::from(read16(at + 2) & 0x7ff) + 1;
-                let bir_offset = u64::from(read16(at + 4)) | u64::from(read16(at + 6)) << 16;
-                let start = bir_offset & !0x7;
-                return Some(MsixTable {
-                    bar: (bir_offset & 0x7) as u8,
-                    table: start..start + entries * MSIX_ENTRY_SIZE,
-                });
-            }
-            at = u64::from(next & 0xfc);
-        }
-        None
+        let at = find_capability_with(&read16, PCI_CAP_ID_MSIX)?;
+        let entries = u64::from(read16(at + 2) & 0x7ff) + 1;
+        let bir_offset = u64::from(read16(at + 4)) | u64::from(read16(at + 6)) << 16;
+        let start = bir_offset & !0x7;
+        Some(MsixTable {
+            bar: (bir_offset & 0x7) as u8,
+            table: start..start + entries * MSIX_ENTRY_SIZE,
+        })
     }
 }

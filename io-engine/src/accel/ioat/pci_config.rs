@@ -49,18 +49,25 @@ pub trait PciConfig: Send {
 }
 
 /// The offset of the capability `id` in `cfg`'s capability list, if it has
-/// one (the walk of Linux `pci_find_capability`, bounded as its
-/// `PCI_FIND_CAP_TTL` bounds it).
+/// one.
 pub fn find_capability(cfg: &dyn PciConfig, id: u8) -> Option<u64> {
-    if cfg.read16(spec::PCI_STATUS) & spec::PCI_STATUS_CAP_LIST == 0 {
+    find_capability_with(|off| cfg.read16(off), id)
+}
+
+/// The offset of the capability `id` in a capability list read through
+/// `read16` (16-bit reads of configuration space), if it has one: the walk
+/// of Linux `pci_find_capability`, bounded as its `PCI_FIND_CAP_TTL` bounds
+/// it (a looping list ends the walk).
+pub fn find_capability_with(read16: impl Fn(u64) -> u16, id: u8) -> Option<u64> {
+    if read16(spec::PCI_STATUS) & spec::PCI_STATUS_CAP_LIST == 0 {
         return None;
     }
-    let mut at = (cfg.read16(spec::PCI_CAPABILITY_LIST) & 0xfc) as u64;
+    let mut at = (read16(spec::PCI_CAPABILITY_LIST) & 0xfc) as u64;
     for _ in 0..48 {
         if at < 0x40 {
             return None;
         }
-        let header = cfg.read16(at);
+        let header = read16(at);
         if header & 0xff == id as u16 {
             return Some(at);
         }
