@@ -32,6 +32,7 @@ use super::iova_allocator::IovaAllocator;
 use super::iova_map::IovaMap;
 use super::mapped_memory::MappedMemory;
 use super::msix_table::MsixTable;
+use super::pci_config::PciConfig;
 use super::region_info::{PAGE, RegionInfo};
 use super::registers::Registers;
 use super::spec;
@@ -182,14 +183,6 @@ pub struct Found {
     pub mapper: Option<Arc<dyn DmaMapper>>,
     /// One line per finding, each telling what to do.
     pub notes: Vec<String>,
-}
-
-/// Sets bus master enable in the command register (SPDK's `ioat_attach`).
-pub fn enable_bus_master(dev: &dyn VfioDeviceOps) {
-    let cmd = dev.config_read16(spec::PCI_COMMAND);
-    if cmd & spec::PCI_COMMAND_BUS_MASTER == 0 {
-        dev.config_write16(spec::PCI_COMMAND, cmd | spec::PCI_COMMAND_BUS_MASTER);
-    }
 }
 
 /// Maps `dev`'s registers: reads where its MSI-X table is (configuration
@@ -503,7 +496,9 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
             }
         };
         let dev: Arc<dyn VfioDeviceOps> = Arc::from(dev);
-        enable_bus_master(dev.as_ref());
+        // Bus master enable (SPDK's `ioat_attach`).
+        let pci = VfioConfig(dev.clone());
+        pci.set_bus_master(true);
         let regs = match map_registers(dev.as_ref()) {
             Ok(r) => r,
             Err(e) => {
@@ -546,7 +541,7 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
         hardware.push(Hardware {
             name: f.bdf.clone(),
             regs,
-            pci: Box::new(VfioConfig(dev.clone())),
+            pci: Box::new(pci),
             mem: Arc::new(MappedMemory::new(map.clone())),
             keep: Some(Box::new(Opened { dev })),
         });
