@@ -44,13 +44,23 @@ pub trait ModuleChannel {
     /// hand it back to a pool), see `accel/drain.rs`. An engine reports a
     /// task only when it can no longer touch the task's buffers (I/OAT:
     /// after the device finished it, or was reset and proven stopped).
+    ///
+    /// It gives up at once on an engine that says it is
+    /// [`stuck`](ModuleChannel::stuck).
     fn drain(&mut self, done: &mut Vec<(TaskId, Completion)>, deadline: Instant) -> usize {
         poll_until(deadline, || {
             if self.in_flight() > 0 {
                 self.poll(done);
             }
-            self.in_flight() == 0
+            self.in_flight() == 0 || self.stuck()
         });
         self.in_flight()
+    }
+
+    /// Whether the engine holds tasks it will never report (an I/OAT
+    /// channel whose device could not be proven stopped): a drain need not
+    /// wait for them. None by default.
+    fn stuck(&self) -> bool {
+        false
     }
 }

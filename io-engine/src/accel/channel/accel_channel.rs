@@ -439,16 +439,21 @@ impl AccelChannel {
         n
     }
 
-    /// Polls the modules until none holds a task of queue `id` or
+    /// Polls the modules until none holds a task of queue `id`, every one
+    /// still holding tasks is stuck ([`ModuleChannel::stuck`]), or
     /// `deadline` passes; returns how many they still hold then.
     pub(super) fn drain_queue(&self, id: u16, deadline: Instant) -> usize {
         let mut left = 0;
         poll_until(deadline, || {
             let mut state = self.state.borrow_mut();
             self.poll_modules(&mut state);
-            let q = &state.ledger.queues[id as usize];
+            let l = &state.ledger;
+            let q = &l.queues[id as usize];
             left = q.in_flight - q.records.len();
-            left == 0
+            // Nothing more will come when every module channel still
+            // holding tasks is stuck.
+            let mut holding = l.chans.iter().flatten().filter(|c| c.in_flight() > 0);
+            left == 0 || (holding.clone().next().is_some() && holding.all(|c| c.stuck()))
         });
         left
     }

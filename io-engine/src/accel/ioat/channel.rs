@@ -48,6 +48,14 @@ impl ModuleChannel for IoatChannel {
     fn in_flight(&self) -> usize {
         self.ch.as_ref().map_or(0, Channel::in_flight)
     }
+
+    /// A broken channel never reports what it still holds (its device
+    /// could not be proven stopped).
+    fn stuck(&self) -> bool {
+        self.ch
+            .as_ref()
+            .is_some_and(|c| c.broken().is_some() && c.in_flight() > 0)
+    }
 }
 
 impl Drop for IoatChannel {

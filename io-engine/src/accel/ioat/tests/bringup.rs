@@ -7,13 +7,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::super::IoatChannel;
+use super::super::channel_pool::ChannelPool;
 use super::super::driver::{Channel, DriverConfig, StartError};
 use super::super::model::{IoatModel, ModelConfig, ModelHandle, PowerOn};
 use super::super::spec::{self, chan, chancmd, chanerr};
 use super::super::{PciConfig, Registers, find_capability, model_hardware};
 use super::{accel_of, batch_results, cfg, mapped, one};
 use crate::accel::conformance::Arena;
-use crate::accel::{Completion, Opcode, Status, Task, TaskId};
+use crate::accel::{Completion, ModuleChannel, Opcode, Status, Task, TaskId};
 use crate::env::dma::{DmaRegion, HugepagePolicy, register_mapper};
 
 /// Driver settings that give up on a bring-up step soon (the old code's
@@ -420,8 +422,19 @@ fn with_config_space_stuck_too_nothing_is_reported_and_nothing_freed() {
     assert_eq!(s.ch().in_flight(), 4, "kept, never reported");
     assert!(s.h.bus_master());
     assert!(s.ch().broken().unwrap().contains("never reported"));
-    // Dropped: the device could not be stopped, so the ring stays
-    // allocated (still mapped).
-    s.ch = None;
+    // As a module channel it is stuck: a drain, even with an hour to go,
+    // gives up at once and leaves the 4 requests held. Dropped, the device
+    // could not be stopped, so the ring stays allocated (still mapped).
+    let pool = Arc::new(ChannelPool {
+        free: std::sync::Mutex::new(Vec::new()),
+    });
+    let mut ch = IoatChannel::new(s.ch.take().unwrap(), pool.clone());
+    assert!(ch.stuck());
+    let mut done = Vec::new();
+    let hour = Instant::now() + Duration::from_secs(3600);
+    assert_eq!(ch.drain(&mut done, hour), 4, "{done:?}");
+    assert!(done.is_empty(), "{done:?}");
+    drop(ch);
+    assert!(pool.free.lock().unwrap().is_empty(), "not reused");
     assert!(s.map.by_va(s.ring as usize).is_some(), "ring leaked");
 }
