@@ -579,9 +579,10 @@ fn malformed_pdus_end_their_connection_and_no_other() {
         .capsule(&Sqe::rw(0x01, 1, 0, 1), &[0u8; 16]);
     pdo[3] = 8;
     assert_eq!(terminated_by(addr, true, &pdo), (1, 3));
-    // A PLEN beyond what the connection takes.
+    // A PLEN beyond what a capsule may carry: data transfer limit
+    // exceeded, the FEI naming the PLEN.
     let huge = [4u8, 0, 72, 72, 0, 0, 0, 0x10];
-    assert_eq!(terminated_by(addr, true, &huge), (1, 4));
+    assert_eq!(terminated_by(addr, true, &huge), (5, 0x1000_0000));
     // An ICReq with PFV 1: unsupported.
     let mut ic = vec![0u8; 128];
     ic[..8].copy_from_slice(&[0, 0, 128, 0, 128, 0, 0, 0]);

@@ -4,7 +4,6 @@
 //! Thread: the control-plane runtime's workers.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use io_engine_api::v1 as pb;
 use tonic::{Request, Response, Status};
@@ -64,7 +63,7 @@ impl ExportService {
             .map(|c| pb::NvmfController {
                 cntlid: c.cntlid as u32,
                 host_nqn: c.hostnqn.clone(),
-                io_queues: c.connected_io_queues.load(Ordering::Relaxed),
+                io_queues: c.connected_io_queues(),
             })
             .collect();
         pb::Export {

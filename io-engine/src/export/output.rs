@@ -40,9 +40,12 @@ pub(in crate::export) struct Output {
     data_sent: usize,
     /// Bytes of the buffers of `data`, whole.
     data_len: usize,
-    /// Whether the socket's write interest is on (output was left at the
-    /// last flush).
-    want_write: bool,
+    /// Whether the connection takes input: the socket's read interest is
+    /// on (see [`set_reading`](Self::set_reading)).
+    reading: bool,
+    /// The interest last set on the socket's registration (write: output
+    /// was left at the last flush).
+    applied: Interest,
 }
 
 impl Output {
@@ -53,7 +56,8 @@ impl Output {
             sent: 0,
             data_sent: 0,
             data_len: 0,
-            want_write: false,
+            reading: true,
+            applied: Interest::READ,
         }
     }
 
@@ -85,6 +89,12 @@ impl Output {
     #[inline]
     pub(in crate::export) fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Bytes of heap it holds for the client (its encoded replies, the
+    /// queue of buffers; not the buffers, which are their pools').
+    pub(in crate::export) fn heap_bytes(&self) -> usize {
+        self.bytes.capacity() + self.data.capacity() * std::mem::size_of::<Data>()
     }
 
     /// Whether a write stopped part way through what is queued.
@@ -143,22 +153,35 @@ impl Output {
                 }
             }
         }
-        let want_write = !self.is_empty() || sink.holds();
-        if want_write != self.want_write {
-            self.want_write = want_write;
-            let interest = if want_write {
-                Interest::READ_WRITE
-            } else {
-                Interest::READ
-            };
-            if let Some(r) = reg {
-                let _ = r.set_interest(interest);
-            }
-        }
+        let write = !self.is_empty() || sink.holds();
+        self.apply(write, reg);
         Flushed {
             wrote,
             gone,
             released: held && !self.holds_buffers(),
+        }
+    }
+
+    /// Turns the socket's read interest on or off (`reading`: whether the
+    /// connection takes input now; off while it takes none, so a
+    /// level-triggered readable socket does not keep the reactor awake).
+    pub(in crate::export) fn set_reading(&mut self, reading: bool, reg: Option<&FdRegistration>) {
+        self.reading = reading;
+        self.apply(self.applied.write, reg);
+    }
+
+    /// Sets the registration's interest to reading and `write`, if it is
+    /// not that already.
+    fn apply(&mut self, write: bool, reg: Option<&FdRegistration>) {
+        let want = Interest {
+            read: self.reading,
+            write,
+        };
+        if want != self.applied {
+            self.applied = want;
+            if let Some(r) = reg {
+                let _ = r.set_interest(want);
+            }
         }
     }
 

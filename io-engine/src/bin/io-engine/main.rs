@@ -183,6 +183,18 @@ struct Args {
     #[arg(long, env = "IO_ENGINE_NVMF_QUEUE_DEPTH", default_value_t = 128)]
     nvmf_queue_depth: u16,
 
+    /// NVMe/TCP: queues (admin and I/O, once connected and authenticated)
+    /// one host NQN may hold across the target; its next Connect is
+    /// refused with "controller busy" (0: no limit). The default is 8
+    /// controllers of 64 I/O queues.
+    #[arg(
+        long,
+        env = "IO_ENGINE_NVMF_MAX_QUEUES_PER_HOST",
+        default_value_t = nvmf::QUEUES_PER_HOST,
+        value_name = "N"
+    )]
+    nvmf_max_queues_per_host: usize,
+
     /// Device to share at start, as NAME[:PROTOCOL][:ro][:nqn=NQN][:host=NQN]...:
     /// over NBD (the default) or NVMe/TCP (`nvmf`), read-only with `ro`; an
     /// NVMe/TCP share's subsystem NQN with `nqn=` (default
@@ -406,7 +418,8 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
             args.nvmf_max_transfer,
             args.nvmf_queue_depth,
         )
-        .map_err(|e| format!("NVMe/TCP: {e}"))?,
+        .map_err(|e| format!("NVMe/TCP: {e}"))?
+        .with_queues_per_host(args.nvmf_max_queues_per_host),
         // The I/OAT devices see DMA memory through a mapper registered
         // here: env tells it of every DMA region, made before or after.
         accel_modules: args.ioat.modules(register_mapper),

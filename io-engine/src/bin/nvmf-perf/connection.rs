@@ -350,8 +350,9 @@ impl Connection {
                         0
                     };
                     let (out, ids) = (&mut self.out, (cid, ttag));
-                    let (offset, len) = (at as u32, n as u32);
-                    pdu::put_data_header(out, kind::H2C_DATA, ids, offset, len, end, digests);
+                    let range = (at as u32, n as u32);
+                    let align = pdu::DataAlignment::NONE;
+                    pdu::put_data_header(out, kind::H2C_DATA, ids, range, end, digests, align);
                     wire::put_data(out, &buf[at..at + n], digests);
                     at += n;
                 }

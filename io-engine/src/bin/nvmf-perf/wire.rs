@@ -16,7 +16,7 @@ const MAXR2T: u32 = 0;
 
 /// Appends an ICReq asking for `digests` (PFV 0, HPDA 0).
 pub fn put_ic_req(out: &mut Vec<u8>, digests: Digests) {
-    pdu::put_ic_req(out, digests, MAXR2T);
+    pdu::put_ic_req(out, digests, 0, MAXR2T);
 }
 
 /// Appends a command capsule for `sqe` with `data` in the capsule (none
@@ -62,7 +62,7 @@ pub fn put_data(out: &mut Vec<u8>, data: &[u8], digests: Digests) {
 /// (length 0 when it has none), after checking its header against its
 /// type's layout and its header digest. `b` is the whole PDU.
 pub fn received(b: &[u8], digests: Digests) -> Result<(usize, usize), String> {
-    let h = Header::parse(b);
+    let h = Header::parse(b).ok_or("a PDU shorter than its common header")?;
     let (hlen, digested) = match h.kind {
         kind::IC_RESP => (IC_HLEN, false),
         kind::C2H_TERM_REQ => (pdu::TERM_HLEN, false),

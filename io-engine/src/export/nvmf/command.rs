@@ -93,9 +93,14 @@ impl Command {
             .with_cdw(12, nlb - 1)
     }
 
-    /// The command with the bytes at `at` set to `v`.
+    /// The command with the bytes at `at` set to `v` (the part of `v`
+    /// that fits in the 64 bytes).
     pub fn with_bytes(mut self, at: usize, v: &[u8]) -> Command {
-        self.0[at..at + v.len()].copy_from_slice(v);
+        let room = self.0.get_mut(at..).unwrap_or_default();
+        let n = v.len().min(room.len());
+        if let (Some(dst), Some(src)) = (room.get_mut(..n), v.get(..n)) {
+            dst.copy_from_slice(src);
+        }
         self
     }
 
@@ -106,35 +111,48 @@ impl Command {
 
     /// Sets the command identifier.
     pub fn set_cid(&mut self, cid: u16) {
-        self.0[2..4].copy_from_slice(&cid.to_le_bytes());
+        *self = self.with_bytes(2, &cid.to_le_bytes());
     }
 
     /// Sets the data pointer: one SGL descriptor of `len` bytes of type
     /// `kind` ([`sgl::IN_CAPSULE`] or [`sgl::TRANSPORT`]), offset 0.
     pub fn set_sgl(&mut self, len: u32, kind: u8) {
-        self.0[24..32].fill(0);
-        self.0[32..36].copy_from_slice(&len.to_le_bytes());
-        self.0[36..39].fill(0);
-        self.0[39] = kind;
+        *self = self
+            .with_bytes(24, &[0; 8])
+            .with_bytes(32, &len.to_le_bytes())
+            .with_bytes(36, &[0, 0, 0, kind]);
     }
 
-    /// The command at the start of `b` (at least 64 bytes).
-    pub fn from_slice(b: &[u8]) -> Command {
-        let mut c = [0; 64];
-        c.copy_from_slice(&b[..64]);
-        Command(c)
+    /// The command at the start of `b`, if its 64 bytes are there.
+    #[inline]
+    pub fn from_slice(b: &[u8]) -> Option<Command> {
+        b.first_chunk().map(|c: &[u8; 64]| Command(*c))
     }
 
+    /// The `N` bytes at `at` (zeroes past the end: the accessors below
+    /// only ask for fields inside the 64 bytes).
+    #[inline]
+    fn bytes_at<const N: usize>(&self, at: usize) -> [u8; N] {
+        self.0
+            .get(at..)
+            .and_then(|b| b.first_chunk::<N>())
+            .copied()
+            .unwrap_or([0; N])
+    }
+
+    #[inline]
     fn u16_at(&self, at: usize) -> u16 {
-        u16::from_le_bytes([self.0[at], self.0[at + 1]])
+        u16::from_le_bytes(self.bytes_at(at))
     }
 
+    #[inline]
     fn u32_at(&self, at: usize) -> u32 {
-        u32::from_le_bytes(self.0[at..at + 4].try_into().expect("4 bytes"))
+        u32::from_le_bytes(self.bytes_at(at))
     }
 
+    #[inline]
     fn u64_at(&self, at: usize) -> u64 {
-        u64::from_le_bytes(self.0[at..at + 8].try_into().expect("8 bytes"))
+        u64::from_le_bytes(self.bytes_at(at))
     }
 
     /// Opcode.
@@ -175,6 +193,11 @@ impl Command {
     /// Blocks of a Read, Write or Write Zeroes (CDW12 bits 15:0, 0-based).
     pub fn nlb(&self) -> u64 {
         (self.cdw(12) & 0xFFFF) as u64 + 1
+    }
+
+    /// Connect: record format (must be 0).
+    pub fn connect_recfmt(&self) -> u16 {
+        self.u16_at(40)
     }
 
     /// Connect: queue id.

@@ -9,7 +9,7 @@
 //! lock.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::auth::DhchapKeys;
@@ -31,14 +31,18 @@ pub struct Controller {
     cc: AtomicU32,
     /// I/O queues the host may create (Number of Queues), 1-based.
     pub io_queues: AtomicU32,
-    /// I/O queues connected now.
-    pub connected_io_queues: AtomicU32,
+    /// The I/O queues established now, by QID: bit `qid - 1` (QIDs 1 to
+    /// [`MAX_QID`]).
+    qids: AtomicU64,
     /// The controller is torn down: its queues close.
     dead: AtomicBool,
 }
 
 /// CC.EN.
 pub const CC_EN: u32 = 1;
+/// The highest I/O queue ID a controller has (Number of Queues grants at
+/// most this many).
+pub const MAX_QID: u16 = 64;
 /// CC.SHN, bits 15:14.
 pub const CC_SHN_MASK: u32 = 3 << 14;
 
@@ -71,6 +75,36 @@ impl Controller {
     /// Whether it is torn down.
     pub fn is_dead(&self) -> bool {
         self.dead.load(Ordering::Acquire)
+    }
+
+    /// The bit of I/O queue `qid` in `qids`, if it is one (1 to
+    /// [`MAX_QID`]).
+    fn qid_bit(qid: u16) -> Option<u64> {
+        (1..=MAX_QID).contains(&qid).then(|| 1 << (qid - 1))
+    }
+
+    /// Whether I/O queue `qid` is established.
+    pub fn has_queue(&self, qid: u16) -> bool {
+        Self::qid_bit(qid).is_some_and(|b| self.qids.load(Ordering::Acquire) & b != 0)
+    }
+
+    /// Takes QID `qid` for a queue being established; `false` when
+    /// another queue has it (a second Connect of one QID) or it is no I/O
+    /// queue's.
+    pub fn claim_queue(&self, qid: u16) -> bool {
+        Self::qid_bit(qid).is_some_and(|b| self.qids.fetch_or(b, Ordering::AcqRel) & b == 0)
+    }
+
+    /// Gives QID `qid` back (its queue closed).
+    pub fn release_queue(&self, qid: u16) {
+        if let Some(b) = Self::qid_bit(qid) {
+            self.qids.fetch_and(!b, Ordering::AcqRel);
+        }
+    }
+
+    /// I/O queues established now.
+    pub fn connected_io_queues(&self) -> u32 {
+        self.qids.load(Ordering::Acquire).count_ones()
     }
 }
 
@@ -110,7 +144,7 @@ impl Controllers {
             dhchap,
             cc: AtomicU32::new(0),
             io_queues: AtomicU32::new(1),
-            connected_io_queues: AtomicU32::new(0),
+            qids: AtomicU64::new(0),
             dead: AtomicBool::new(false),
         });
         map.insert(cntlid, c.clone());

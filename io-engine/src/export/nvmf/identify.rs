@@ -31,23 +31,35 @@ pub struct ControllerFacts<'a> {
     pub discovery: bool,
 }
 
-fn put_str(b: &mut [u8], s: &str) {
-    b.fill(b' ');
-    let n = s.len().min(b.len());
-    b[..n].copy_from_slice(&s.as_bytes()[..n]);
+/// Puts `s` in the `len` bytes at `at` of `b`, space-padded (cut short
+/// if longer).
+fn put_str(b: &mut [u8], at: usize, len: usize, s: &str) {
+    if let Some(field) = b.get_mut(at..at + len) {
+        field.fill(b' ');
+        put(field, 0, s.as_bytes().get(..len).unwrap_or(s.as_bytes()));
+    }
 }
 
+/// Puts `v` at `at` of `b` (the structures' fields all lie inside them).
 fn put(b: &mut [u8], at: usize, v: &[u8]) {
-    b[at..at + v.len()].copy_from_slice(v);
+    if let Some(field) = b.get_mut(at..at + v.len()) {
+        field.copy_from_slice(v);
+    }
+}
+
+/// An NQN field's bytes: at most 255, NUL-padded.
+fn nqn_bytes(nqn: &str) -> &[u8] {
+    let b = nqn.as_bytes();
+    b.get(..255).unwrap_or(b)
 }
 
 /// Identify Controller (CNS 01h).
 pub fn controller(f: &ControllerFacts<'_>) -> Vec<u8> {
-    let mut b = vec![0u8; IDENTIFY_LEN];
+    let mut b = [0u8; IDENTIFY_LEN];
     // PCI vendor ids: none (a software target).
-    put_str(&mut b[4..24], f.serial);
-    put_str(&mut b[24..64], f.model);
-    put_str(&mut b[64..72], env!("CARGO_PKG_VERSION"));
+    put_str(&mut b, 4, 20, f.serial);
+    put_str(&mut b, 24, 40, f.model);
+    put_str(&mut b, 64, 8, env!("CARGO_PKG_VERSION"));
     b[72] = 6; // RAB
     b[77] = f.mdts;
     put(&mut b, 78, &f.cntlid.to_le_bytes());
@@ -76,13 +88,12 @@ pub fn controller(f: &ControllerFacts<'_>) -> Vec<u8> {
     // SGLS: SGLs supported, offset addressing (bit 20), transport data
     // blocks (bit 21).
     put(&mut b, 536, &(1u32 | 1 << 20 | 1 << 21).to_le_bytes());
-    let nqn = f.subnqn.as_bytes();
-    put(&mut b, 768, &nqn[..nqn.len().min(255)]);
+    put(&mut b, 768, nqn_bytes(f.subnqn));
     // Fabrics: IOCCSZ and IORCSZ in 16-byte units, ICDOFF 0, MSDBD 1.
     put(&mut b, 1792, &(f.capsule_bytes / 16).to_le_bytes());
     put(&mut b, 1796, &1u32.to_le_bytes());
     b[1803] = 1;
-    b
+    b.to_vec()
 }
 
 /// The Copy command's limits, in blocks and ranges.
@@ -110,7 +121,7 @@ pub struct NamespaceFacts {
 
 /// Identify Namespace (CNS 00h).
 pub fn namespace(n: &NamespaceFacts) -> Vec<u8> {
-    let mut b = vec![0u8; IDENTIFY_LEN];
+    let mut b = [0u8; IDENTIFY_LEN];
     put(&mut b, 0, &n.blocks.to_le_bytes()); // NSZE
     put(&mut b, 8, &n.blocks.to_le_bytes()); // NCAP
     put(&mut b, 16, &n.blocks.to_le_bytes()); // NUSE
@@ -122,11 +133,11 @@ pub fn namespace(n: &NamespaceFacts) -> Vec<u8> {
     b[33] = 0x1 | 0x8;
     put(&mut b, 74, &n.copy.range_blocks.to_le_bytes()); // MSSRL
     put(&mut b, 76, &n.copy.command_blocks.to_le_bytes()); // MCL
-    b[80] = n.copy.ranges - 1; // MSRC
+    b[80] = n.copy.ranges.saturating_sub(1); // MSRC
     put(&mut b, 104, &n.uuid); // NGUID
     let lbads = n.block_size.trailing_zeros();
     put(&mut b, 128, &(lbads << 16).to_le_bytes()); // LBAF0
-    b
+    b.to_vec()
 }
 
 /// Active Namespace ID list (CNS 02h): the one namespace when it is above
@@ -154,7 +165,7 @@ pub fn namespace_descriptors(uuid: &[u8; 16]) -> Vec<u8> {
 /// The SMART / Health Information log (02h): data units (of 512,000
 /// bytes) and commands read and written.
 pub fn smart_log(bytes_read: u64, bytes_written: u64, reads: u64, writes: u64) -> Vec<u8> {
-    let mut b = vec![0u8; 512];
+    let mut b = [0u8; 512];
     // Composite temperature: 20 C in kelvin.
     put(&mut b, 1, &293u16.to_le_bytes());
     b[3] = 100; // available spare
@@ -164,15 +175,15 @@ pub fn smart_log(bytes_read: u64, bytes_written: u64, reads: u64, writes: u64) -
     put(&mut b, 48, &units(bytes_written).to_le_bytes());
     put(&mut b, 64, &(reads as u128).to_le_bytes());
     put(&mut b, 80, &(writes as u128).to_le_bytes());
-    b
+    b.to_vec()
 }
 
 /// The Firmware Slot Information log (03h): slot 1 active.
 pub fn firmware_log() -> Vec<u8> {
-    let mut b = vec![0u8; 512];
+    let mut b = [0u8; 512];
     b[0] = 1;
-    put_str(&mut b[8..16], env!("CARGO_PKG_VERSION"));
-    b
+    put_str(&mut b, 8, 8, env!("CARGO_PKG_VERSION"));
+    b.to_vec()
 }
 
 /// The Commands Supported and Effects log (05h).
@@ -231,18 +242,14 @@ pub fn discovery_log(generation: u64, entries: &[DiscoveryEntry<'_>]) -> Vec<u8>
     put(&mut b, 8, &(entries.len() as u64).to_le_bytes());
     for (i, e) in entries.iter().enumerate() {
         let at = 1024 * (i + 1);
-        b[at] = 3; // TRTYPE: TCP
-        b[at + 1] = if e.ipv6 { 2 } else { 1 }; // ADRFAM
-        b[at + 2] = e.subtype;
-        b[at + 3] = 0x2; // TREQ: secure channel not required
+        // TRTYPE TCP, ADRFAM, SUBTYPE, TREQ: secure channel not required.
+        put(&mut b, at, &[3, if e.ipv6 { 2 } else { 1 }, e.subtype, 0x2]);
         put(&mut b, at + 4, &e.portid.to_le_bytes());
         put(&mut b, at + 6, &0xFFFFu16.to_le_bytes()); // dynamic controllers
         put(&mut b, at + 8, &128u16.to_le_bytes()); // ASQSZ
-        let svc = e.port.to_string();
-        put_str(&mut b[at + 32..at + 64], &svc);
-        let nqn = e.subnqn.as_bytes();
-        put(&mut b, at + 256, &nqn[..nqn.len().min(255)]);
-        put_str(&mut b[at + 512..at + 768], e.traddr);
+        put_str(&mut b, at + 32, 32, &e.port.to_string());
+        put(&mut b, at + 256, nqn_bytes(e.subnqn));
+        put_str(&mut b, at + 512, 256, e.traddr);
         // TSAS: no security.
     }
     b

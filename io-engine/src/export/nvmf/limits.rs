@@ -1,8 +1,11 @@
 //! The target's limits a host sees: in-capsule data, the largest
-//! transfer (MDTS, and MAXH2CDATA with it) and the queue size (MQES),
-//! set by the daemon's flags and checked here.
+//! transfer (MDTS, and MAXH2CDATA with it), the queue size (MQES) and the
+//! queues one host may hold, set by the daemon's flags and checked here.
 //!
 //! Thread: any (a plain value, copied into the target).
+
+use super::dh_budget::{DH_BURST, DH_RATE};
+use super::pdu::PduLimits;
 
 /// The limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,7 +17,24 @@ pub struct Limits {
     pub max_transfer: usize,
     /// Entries of a queue (MQES + 1).
     pub queue_entries: u16,
+    /// Queues (admin and I/O) one host NQN may hold established at once,
+    /// across the target (0: no limit).
+    pub queues_per_host: usize,
+    /// Diffie-Hellman computations per second for queues not
+    /// authenticated yet (the target's [`DhBudget`](super::DhBudget)).
+    pub dh_rate: u32,
+    /// How many of those may run back to back.
+    pub dh_burst: u32,
 }
+
+/// Queues one host may hold by default: 8 controllers of 64 I/O queues
+/// and their admin queues.
+pub const QUEUES_PER_HOST: usize = 520;
+
+/// In-capsule data an admin queue (and a queue before its Connect) takes:
+/// the 8 KiB the NVMe/TCP transport has hosts use for admin and fabrics
+/// commands, whatever the I/O queues' in-capsule size.
+pub const ADMIN_IN_CAPSULE: usize = 8192;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -22,6 +42,9 @@ impl Default for Limits {
             in_capsule: 8192,
             max_transfer: 128 << 10,
             queue_entries: 128,
+            queues_per_host: QUEUES_PER_HOST,
+            dh_rate: DH_RATE,
+            dh_burst: DH_BURST,
         }
     }
 }
@@ -53,7 +76,29 @@ impl Limits {
             in_capsule,
             max_transfer,
             queue_entries,
+            queues_per_host: QUEUES_PER_HOST,
+            dh_rate: DH_RATE,
+            dh_burst: DH_BURST,
         })
+    }
+
+    /// The same limits with a budget of `rate` DH computations per second
+    /// (at least 1), `burst` back to back, for queues not authenticated.
+    pub fn with_dh_budget(self, rate: u32, burst: u32) -> Limits {
+        Limits {
+            dh_rate: rate.max(1),
+            dh_burst: burst.max(1),
+            ..self
+        }
+    }
+
+    /// The same limits with at most `n` established queues per host NQN
+    /// (0: no limit).
+    pub fn with_queues_per_host(self, n: usize) -> Limits {
+        Limits {
+            queues_per_host: n,
+            ..self
+        }
     }
 
     /// MDTS: the largest transfer as a power of two of 4 KiB pages.
@@ -66,11 +111,17 @@ impl Limits {
         self.max_transfer as u32
     }
 
-    /// The largest PDU a host may send: a capsule with its data, or an
-    /// H2CData of a whole transfer, with digests.
-    pub fn max_pdu(&self) -> u32 {
-        (super::pdu::CAPSULE_CMD_HLEN + 8 + self.in_capsule)
-            .max(super::pdu::DATA_HLEN + 8 + self.max_transfer) as u32
+    /// The most data a host's PDUs carry on an I/O queue (`io`) or on an
+    /// admin queue or a queue not connected yet.
+    pub fn pdu_limits(&self, io: bool) -> PduLimits {
+        PduLimits {
+            capsule_data: if io {
+                self.in_capsule
+            } else {
+                ADMIN_IN_CAPSULE
+            },
+            h2c_data: if io { self.max_transfer } else { 0 },
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::export::{HandshakeSlot, Handshakes, REFUSAL_LOG_INTERVAL, RefusalLog};
+use crate::export::{HandshakeSlot, Handshakes};
 
 /// A listener's connection counts and limits.
 #[derive(Debug)]
@@ -29,9 +29,6 @@ pub struct Listener {
     /// `--nvmf-max-connecting` (0: no limit): beyond, the one that made
     /// the least progress, the oldest of those, is closed to make room.
     connecting: Arc<Handshakes>,
-    /// The rate limit of the log lines of connections closed at their
-    /// connect deadline.
-    pub deadline_log: RefusalLog,
 }
 
 /// Why a listener refused a connection, or closed one to make room.
@@ -68,7 +65,6 @@ impl Listener {
             max_connections,
             open: AtomicUsize::new(0),
             connecting: Handshakes::new(max_connecting),
-            deadline_log: RefusalLog::new(REFUSAL_LOG_INTERVAL),
         }
     }
 

@@ -5,29 +5,68 @@
 //! dynamic controller model; an allowed host given DH-HMAC-CHAP secrets
 //! authenticates each queue after its Connect ([`auth`]).
 //!
+//! Each queue pair is a sans-IO core ([`QueuePair`]: PDUs, Connect,
+//! authentication, admin and NVM commands, every bound a host is held to)
+//! inside a thin transport (`connection`: the socket and the device
+//! channel on a reactor). What every queue shares is the [`Target`]: the
+//! exports, the controllers, the hosts' queue counts, the DH budget and
+//! the rate limits of the log lines hosts cause.
+//!
 //! Thread: listeners on the control-plane runtime; every queue pair (one
-//! TCP connection) on one reactor from accept to close (see
-//! [`connection`]); a controller's state on its admin queue's reactor.
+//! TCP connection) on one reactor from accept to close; a controller's
+//! state on its admin queue's reactor.
+
+// Input from the wire must never panic a reactor: no indexing, slicing,
+// unwrap or expect in this code (tests aside); a length or count a host
+// controls is checked where it is read.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented
+    )
+)]
 
 pub mod auth;
 pub mod command;
 mod completion;
 mod connection;
 mod controller;
+mod dh_budget;
+mod host_queues;
 mod identify;
+mod io_outcome;
 mod limits;
 mod listener;
 pub mod nqn;
 pub mod pdu;
+mod peer_event;
+mod peer_logs;
+mod queue_pair;
+mod recv_buf;
 mod server;
 mod stats;
 mod target;
+#[cfg(any(test, fuzzing))]
+pub mod testing;
 
 pub use command::Command;
 pub use completion::{Completion, Status};
 pub use controller::{Controller, Controllers};
-pub use limits::Limits;
+pub use dh_budget::{DH_BURST, DH_RATE, DhBudget};
+pub use host_queues::{HostQueues, HostSlot};
+pub use io_outcome::IoOutcome;
+pub use limits::{Limits, QUEUES_PER_HOST};
 pub use listener::{Listener, Refusal};
+pub use peer_event::PeerEvent;
+pub use peer_logs::PeerLogs;
+pub use queue_pair::{CONNECT_DEADLINE, COPY_LIMITS, INPUT_BYTES, OUTPUT_CAP, QueuePair};
+pub use recv_buf::RecvBuf;
 pub use server::serve;
 pub use stats::{NvmfCounters, NvmfStats};
 pub use target::Target;

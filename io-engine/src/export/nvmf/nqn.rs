@@ -71,13 +71,15 @@ pub fn check(nqn: &str) -> Result<(), &'static str> {
 
 /// `YYYY-MM`, a year from 1985 (the first domain names) to 2999.
 fn plausible_date(date: &str) -> bool {
-    let b = date.as_bytes();
-    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
-    if b.len() != 7 || b[4] != b'-' || !digits(0..4) || !digits(5..7) {
+    let Some((year, month)) = date.split_once('-') else {
+        return false;
+    };
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|c| c.is_ascii_digit());
+    if !digits(year, 4) || !digits(month, 2) {
         return false;
     }
-    let year: u32 = date[..4].parse().unwrap_or(0);
-    let month: u32 = date[5..].parse().unwrap_or(0);
+    let year: u32 = year.parse().unwrap_or(0);
+    let month: u32 = month.parse().unwrap_or(0);
     (1985..3000).contains(&year) && (1..=12).contains(&month)
 }
 
@@ -95,8 +97,8 @@ fn reverse_domain(d: &str) -> bool {
 
 /// The NUL-terminated string in `b` (an NQN field of a Connect).
 pub fn field(b: &[u8]) -> String {
-    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    String::from_utf8_lossy(&b[..end]).into_owned()
+    let s = b.split(|&c| c == 0).next().unwrap_or_default();
+    String::from_utf8_lossy(s).into_owned()
 }
 
 #[cfg(test)]

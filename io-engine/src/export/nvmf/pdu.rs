@@ -138,27 +138,40 @@ pub struct Digests {
     pub data: bool,
 }
 
+/// The most data a host's PDU of each type may carry on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PduLimits {
+    /// A command capsule's in-capsule data.
+    pub capsule_data: usize,
+    /// An H2CData PDU's data (MAXH2CDATA).
+    pub h2c_data: usize,
+}
+
 impl Header {
-    /// The common header at the start of `b` (at least 8 bytes).
-    pub fn parse(b: &[u8]) -> Header {
-        Header {
-            kind: b[0],
-            flags: b[1],
-            hlen: b[2],
-            pdo: b[3],
-            plen: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
-        }
+    /// The common header at the start of `b`, if its 8 bytes are there.
+    #[inline]
+    pub fn parse(b: &[u8]) -> Option<Header> {
+        let h: &[u8; COMMON_HEADER] = b.first_chunk()?;
+        Some(Header {
+            kind: h[0],
+            flags: h[1],
+            hlen: h[2],
+            pdo: h[3],
+            plen: u32::from_le_bytes([h[4], h[5], h[6], h[7]]),
+        })
     }
 
     /// Checks the header of a PDU a host sends against its type's fixed
-    /// layout, the digests in use and the largest PDU the connection takes
-    /// (`max_plen`). Returns the PDU's data length.
-    pub fn check(&self, digests: Digests, max_plen: u32) -> Result<usize, PduError> {
-        let (hlen, has_data) = match self.kind {
-            kind::IC_REQ => (IC_HLEN, false),
-            kind::H2C_TERM_REQ => (TERM_HLEN, true),
-            kind::CAPSULE_CMD => (CAPSULE_CMD_HLEN, true),
-            kind::H2C_DATA => (DATA_HLEN, true),
+    /// layout, the digests in use and the most data a PDU of its type may
+    /// carry (`limits`). Returns the PDU's data length: the PDU, digests
+    /// included, is then `plen` bytes, at most the header, its digest and
+    /// that much data with its digest.
+    pub fn check(&self, digests: Digests, limits: PduLimits) -> Result<usize, PduError> {
+        let (hlen, max_data) = match self.kind {
+            kind::IC_REQ => (IC_HLEN, 0),
+            kind::H2C_TERM_REQ => (TERM_HLEN, TERM_MAX_DATA),
+            kind::CAPSULE_CMD => (CAPSULE_CMD_HLEN, limits.capsule_data),
+            kind::H2C_DATA => (DATA_HLEN, limits.h2c_data),
             k => {
                 return Err(PduError::field(
                     0,
@@ -177,56 +190,69 @@ impl Header {
         }
         let ic = self.kind == kind::IC_REQ || self.kind == kind::H2C_TERM_REQ;
         let hdgst = if digests.header && !ic { 4 } else { 0 };
+        let ddgst = if digests.data && !ic { 4 } else { 0 };
         let header_end = hlen + hdgst;
-        if self.plen < header_end as u32 {
-            return Err(PduError::field(
-                4,
-                format!("PLEN {} is shorter than the header", self.plen),
-            ));
-        }
-        if self.plen > max_plen {
-            return Err(PduError::field(
-                4,
-                format!(
-                    "PLEN {} exceeds the connection's limit {max_plen}",
-                    self.plen
-                ),
-            ));
-        }
-        if self.kind == kind::IC_REQ && self.plen != IC_HLEN as u32 {
-            return Err(PduError::field(
-                4,
-                format!("ICReq PLEN {} (want 128)", self.plen),
-            ));
-        }
         let plen = self.plen as usize;
+        if plen < header_end {
+            return Err(PduError::field(
+                4,
+                format!("PLEN {plen} is shorter than the header"),
+            ));
+        }
+        if self.kind == kind::IC_REQ && plen != IC_HLEN {
+            return Err(PduError::field(4, format!("ICReq PLEN {plen} (want 128)")));
+        }
+        // The most a PDU of this type may be: header, padding up to a data
+        // offset of at most 255, the data and its digest.
+        let most = u8::MAX as usize + max_data + ddgst;
+        if plen > most {
+            return Err(PduError {
+                fes: Fes::DataTransferLimitExceeded,
+                fei: self.plen,
+                why: format!(
+                    "PLEN {plen} of PDU type {:#x}: more than its {max_data} bytes of data",
+                    self.kind
+                ),
+            });
+        }
         if self.pdo == 0 {
-            if plen != header_end && self.kind != kind::H2C_TERM_REQ {
+            // Only a terminate request carries data (the header it quotes)
+            // without a data offset.
+            let data = plen - header_end;
+            if data != 0 && (self.kind != kind::H2C_TERM_REQ || data > max_data) {
                 return Err(PduError::field(
                     4,
                     format!("PLEN {plen} with no data (PDO 0)"),
                 ));
             }
-            return Ok(plen - header_end);
+            return Ok(data);
         }
-        if !has_data || (self.pdo as usize) < header_end || self.pdo as usize >= plen {
+        let pdo = self.pdo as usize;
+        if max_data == 0 || pdo < header_end || pdo >= plen {
             return Err(PduError::field(
                 3,
-                format!(
-                    "PDO {} (header ends at {header_end}, PLEN {plen})",
-                    self.pdo
-                ),
+                format!("PDO {pdo} (header ends at {header_end}, PLEN {plen})"),
             ));
         }
-        let ddgst = if digests.data && !ic { 4 } else { 0 };
-        let data = plen - self.pdo as usize;
+        let data = plen - pdo;
         if data <= ddgst {
             return Err(PduError::field(
                 4,
-                format!("PLEN {plen} leaves no data after PDO {}", self.pdo),
+                format!("PLEN {plen} leaves no data after PDO {pdo}"),
             ));
         }
-        Ok(data - ddgst)
+        let data = data - ddgst;
+        if data > max_data {
+            return Err(PduError {
+                fes: Fes::DataTransferLimitExceeded,
+                fei: data as u32,
+                why: format!(
+                    "{data} bytes of data in PDU type {:#x}: more than its {max_data}",
+                    self.kind
+                ),
+            });
+        }
+        Ok(data)
     }
 }
 
@@ -240,7 +266,7 @@ pub fn put_common(out: &mut Vec<u8>, kind: u8, flags: u8, hlen: usize, pdo: usiz
 /// header digests are on.
 pub fn put_hdgst(out: &mut Vec<u8>, start: usize, digests: Digests) {
     if digests.header {
-        let crc = crc32c(0, &out[start..]);
+        let crc = crc32c(0, out.get(start..).unwrap_or_default());
         out.extend_from_slice(&crc.to_le_bytes());
     }
 }
@@ -251,47 +277,78 @@ pub fn crc32c(seed: u32, data: &[u8]) -> u32 {
     crate::accel::software::kernels::crc32c_update(seed, data)
 }
 
-/// Copies `src` into `dst` (the same length) and returns [`crc32c`]`(seed,
-/// src)`, reading the source once: the accel framework's copy_crc32c
-/// kernel, for data that is copied anyway.
-pub fn copy_crc32c(dst: &mut [u8], src: &[u8], seed: u32) -> u32 {
-    assert_eq!(
-        dst.len(),
-        src.len(),
-        "copy_crc32c over ranges of one length"
-    );
-    // SAFETY: `dst` and `src` are live slices of `src.len()` bytes, and a
-    // `&mut` slice cannot overlap a shared one; the borrows keep every
-    // other access out until the call returns.
-    unsafe {
+/// Copies `src` into `dst` and returns [`crc32c`]`(seed, src)`, reading
+/// the source once: the accel framework's copy_crc32c kernel, for data
+/// that is copied anyway. `None` (nothing copied) when the two are not of
+/// one length.
+pub fn copy_crc32c(dst: &mut [u8], src: &[u8], seed: u32) -> Option<u32> {
+    if dst.len() != src.len() {
+        return None;
+    }
+    // SAFETY: `dst` and `src` are live slices of `src.len()` bytes (checked
+    // equal above), and a `&mut` slice cannot overlap a shared one; the
+    // borrows keep every other access out until the call returns.
+    Some(unsafe {
         crate::accel::software::kernels::Kernels::get().copy_crc32c(
             dst.as_mut_ptr(),
             src.as_ptr(),
             src.len(),
             seed,
         )
+    })
+}
+
+/// Host PDU Data Alignment: the offset (a multiple of 4, up to 128) at
+/// which a host asked data to start in the PDUs the target sends (ICReq
+/// HPDA, 0's based in units of 4 bytes; NVMe/TCP 3.6.2.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataAlignment(u8);
+
+impl DataAlignment {
+    /// No alignment beyond the header's own (HPDA 0: 4 bytes).
+    pub const NONE: DataAlignment = DataAlignment(0);
+    /// Most HPDA a host may ask for: 128-byte alignment.
+    pub const MAX_HPDA: u8 = 31;
+
+    /// The alignment of ICReq's HPDA, `None` when it is out of range.
+    pub fn from_hpda(hpda: u8) -> Option<DataAlignment> {
+        (hpda <= Self::MAX_HPDA).then_some(DataAlignment(hpda))
+    }
+
+    /// The data offset of a PDU whose header (and header digest) ends at
+    /// `header_end`: rounded up to the alignment.
+    #[inline]
+    pub fn pdo(self, header_end: usize) -> usize {
+        header_end.next_multiple_of((self.0 as usize + 1) * 4)
+    }
+}
+
+impl Default for DataAlignment {
+    fn default() -> Self {
+        DataAlignment::NONE
     }
 }
 
 /// Appends an ICResp.
 pub fn put_ic_resp(out: &mut Vec<u8>, digests: Digests, maxh2cdata: u32) {
-    put_ic(out, kind::IC_RESP, digests, maxh2cdata);
+    put_ic(out, kind::IC_RESP, digests, 0, maxh2cdata);
 }
 
 /// Appends an ICReq asking for `digests`, allowing `maxr2t` (0-based)
-/// R2Ts outstanding per command.
-pub fn put_ic_req(out: &mut Vec<u8>, digests: Digests, maxr2t: u32) {
-    put_ic(out, kind::IC_REQ, digests, maxr2t);
+/// R2Ts outstanding per command, with HPDA `hpda` (data in the target's
+/// PDUs aligned to `(hpda + 1) * 4` bytes).
+pub fn put_ic_req(out: &mut Vec<u8>, digests: Digests, hpda: u8, maxr2t: u32) {
+    put_ic(out, kind::IC_REQ, digests, hpda, maxr2t);
 }
 
-/// Appends an ICReq or ICResp (the same layout): PFV 0, HPDA or CPDA 0
-/// (data right after the header), the digests, then MAXR2T or
-/// MAXH2CDATA.
-fn put_ic(out: &mut Vec<u8>, kind: u8, digests: Digests, limit: u32) {
+/// Appends an ICReq or ICResp (the same layout): PFV 0, HPDA (ICReq) or
+/// CPDA (ICResp: 0, data right after the header), the digests, then
+/// MAXR2T or MAXH2CDATA.
+fn put_ic(out: &mut Vec<u8>, kind: u8, digests: Digests, pda: u8, limit: u32) {
     let start = out.len();
     put_common(out, kind, 0, IC_HLEN, 0, IC_HLEN);
     out.extend_from_slice(&0u16.to_le_bytes()); // PFV 0
-    out.push(0); // HPDA / CPDA 0
+    out.push(pda);
     out.push(digests.header as u8 | (digests.data as u8) << 1);
     out.extend_from_slice(&limit.to_le_bytes());
     out.resize(start + IC_HLEN, 0);
@@ -316,8 +373,9 @@ pub fn put_capsule_resp(out: &mut Vec<u8>, cqe: &[u8; 16], digests: Digests) {
 
 /// Appends a C2HData header for `len` bytes at `offset` of command
 /// `cccid`'s data, with `end`: 0, [`flags::LAST_PDU`], or that and
-/// [`flags::SUCCESS`] (no response capsule follows); the data (and its
-/// digest) follow it.
+/// [`flags::SUCCESS`] (no response capsule follows), its data starting at
+/// the offset `align` asks (zeroes pad the header to it); the data (and
+/// its digest) follow it.
 pub fn put_c2h_data(
     out: &mut Vec<u8>,
     cccid: u16,
@@ -325,23 +383,33 @@ pub fn put_c2h_data(
     len: u32,
     end: u8,
     digests: Digests,
+    align: DataAlignment,
 ) {
-    put_data_header(out, kind::C2H_DATA, (cccid, 0), offset, len, end, digests);
+    put_data_header(
+        out,
+        kind::C2H_DATA,
+        (cccid, 0),
+        (offset, len),
+        end,
+        digests,
+        align,
+    );
 }
 
 /// Appends the header of a data PDU, C2HData or H2CData (`kind`: the
 /// same layout), for `len` bytes at `offset` of command `cccid`'s data,
 /// with the transfer tag `ttag` (an H2CData's is its R2T's; 0 in a
 /// C2HData) and the flags in `end` ([`flags::LAST_PDU`], and
-/// [`flags::SUCCESS`] on a C2HData); the data (and its digest) follow it.
+/// [`flags::SUCCESS`] on a C2HData), its data starting where `align`
+/// asks; the data (and its digest) follow it.
 pub fn put_data_header(
     out: &mut Vec<u8>,
     kind: u8,
     (cccid, ttag): (u16, u16),
-    offset: u32,
-    len: u32,
+    (offset, len): (u32, u32),
     end: u8,
     digests: Digests,
+    align: DataAlignment,
 ) {
     let start = out.len();
     let hd = if digests.header { 4 } else { 0 };
@@ -353,10 +421,11 @@ pub fn put_data_header(
     if digests.data {
         f |= flags::DDGSTF;
     }
-    let pdo = DATA_HLEN + hd;
+    let pdo = align.pdo(DATA_HLEN + hd);
     put_common(out, kind, f, DATA_HLEN, pdo, pdo + len as usize + dd);
     put_transfer(out, cccid, ttag, offset, len);
     put_hdgst(out, start, digests);
+    out.resize(start + pdo, 0);
 }
 
 /// Appends the fields after the common header of C2HData, H2CData and
@@ -380,9 +449,10 @@ pub fn put_r2t(out: &mut Vec<u8>, cccid: u16, ttag: u16, offset: u32, len: u32, 
     put_hdgst(out, start, digests);
 }
 
-/// Appends a C2HTermReq for `err`, quoting the offending PDU header.
+/// Appends a C2HTermReq for `err`, quoting (at most [`TERM_MAX_DATA`]
+/// bytes of) the offending PDU header.
 pub fn put_c2h_term_req(out: &mut Vec<u8>, err: &PduError, offending: &[u8]) {
-    let quoted = &offending[..offending.len().min(TERM_MAX_DATA)];
+    let quoted = offending.get(..TERM_MAX_DATA).unwrap_or(offending);
     let start = out.len();
     put_common(
         out,
@@ -412,92 +482,122 @@ mod tests {
         }
     }
 
+    const LIMITS: PduLimits = PduLimits {
+        capsule_data: 8192,
+        h2c_data: 128 << 10,
+    };
+
     #[test]
-    fn headers_are_checked_against_their_type() {
+    fn headers_are_checked_against_their_type_and_limits() {
         let none = Digests::default();
         let both = Digests {
             header: true,
             data: true,
         };
+        assert_eq!(header(kind::IC_REQ, 128, 0, 128).check(none, LIMITS), Ok(0));
+        let ic = header(kind::IC_REQ, 128, 0, 129).check(none, LIMITS);
+        assert_eq!(ic.unwrap_err().fei, 4);
         assert_eq!(
-            header(kind::IC_REQ, 128, 0, 128).check(none, 1 << 20),
+            header(kind::CAPSULE_CMD, 72, 0, 72).check(none, LIMITS),
             Ok(0)
         );
         assert_eq!(
-            header(kind::IC_REQ, 128, 0, 129)
-                .check(none, 1 << 20)
-                .unwrap_err()
-                .fei,
-            4
-        );
-        assert_eq!(
-            header(kind::CAPSULE_CMD, 72, 0, 72).check(none, 1 << 20),
-            Ok(0)
-        );
-        assert_eq!(
-            header(kind::CAPSULE_CMD, 72, 72, 72 + 4096).check(none, 1 << 20),
+            header(kind::CAPSULE_CMD, 72, 72, 72 + 4096).check(none, LIMITS),
             Ok(4096)
         );
         assert_eq!(
-            header(kind::CAPSULE_CMD, 72, 76, 76 + 4096 + 4).check(both, 1 << 20),
+            header(kind::CAPSULE_CMD, 72, 76, 76 + 4096 + 4).check(both, LIMITS),
             Ok(4096)
         );
-        let bad_hlen = header(kind::CAPSULE_CMD, 70, 0, 70)
-            .check(none, 1 << 20)
-            .unwrap_err();
-        assert_eq!((bad_hlen.fes, bad_hlen.fei), (Fes::InvalidHeaderField, 2));
-        let bad_pdo = header(kind::CAPSULE_CMD, 72, 10, 200)
-            .check(none, 1 << 20)
-            .unwrap_err();
-        assert_eq!(bad_pdo.fei, 3);
-        let too_long = header(kind::H2C_DATA, 24, 24, 1 << 21)
-            .check(none, 1 << 20)
-            .unwrap_err();
-        assert_eq!(too_long.fei, 4);
-        let wrong_way = header(kind::C2H_DATA, 24, 24, 100)
-            .check(none, 1 << 20)
-            .unwrap_err();
-        assert_eq!(wrong_way.fei, 0);
+        let bad_hlen = header(kind::CAPSULE_CMD, 70, 0, 70).check(none, LIMITS);
         assert_eq!(
-            header(kind::H2C_DATA, 24, 0, 24).check(none, 1 << 20),
-            Ok(0)
+            bad_hlen.map_err(|e| (e.fes, e.fei)),
+            Err((Fes::InvalidHeaderField, 2))
+        );
+        let bad_pdo = header(kind::CAPSULE_CMD, 72, 10, 200).check(none, LIMITS);
+        assert_eq!(bad_pdo.unwrap_err().fei, 3);
+        let wrong_way = header(kind::C2H_DATA, 24, 24, 100).check(none, LIMITS);
+        assert_eq!(wrong_way.unwrap_err().fei, 0);
+        assert_eq!(header(kind::H2C_DATA, 24, 0, 24).check(none, LIMITS), Ok(0));
+        // Each type's data within its own limit: a capsule's in-capsule
+        // size, an H2CData's MAXH2CDATA.
+        assert_eq!(
+            header(kind::CAPSULE_CMD, 72, 72, 72 + 8192).check(none, LIMITS),
+            Ok(8192)
+        );
+        for (h, d) in [
+            (header(kind::CAPSULE_CMD, 72, 72, 72 + 8193), none),
+            (header(kind::CAPSULE_CMD, 72, 76, 76 + 8193 + 4), both),
+            (header(kind::H2C_DATA, 24, 24, 24 + (128 << 10) + 1), none),
+            (header(kind::H2C_DATA, 24, 24, u32::MAX), none),
+        ] {
+            let e = h.check(d, LIMITS).unwrap_err();
+            assert_eq!(e.fes, Fes::DataTransferLimitExceeded, "{h:?}");
+        }
+        assert_eq!(
+            header(kind::H2C_DATA, 24, 24, 24 + (128 << 10)).check(none, LIMITS),
+            Ok(128 << 10)
+        );
+        // An admin queue takes no H2CData.
+        let admin = PduLimits {
+            capsule_data: 8192,
+            h2c_data: 0,
+        };
+        assert!(
+            header(kind::H2C_DATA, 24, 24, 28)
+                .check(none, admin)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn the_common_header_needs_its_eight_bytes() {
+        assert_eq!(Header::parse(&[4, 0, 72, 0, 72, 0, 0]), None);
+        assert_eq!(
+            Header::parse(&[4, 1, 72, 76, 72, 1, 0, 0, 9]),
+            Some(Header {
+                kind: 4,
+                flags: 1,
+                hlen: 72,
+                pdo: 76,
+                plen: 72 + 256
+            })
         );
     }
 
     #[test]
     fn the_target_pdus_have_their_layouts() {
         let mut out = Vec::new();
-        put_ic_resp(
-            &mut out,
-            Digests {
-                header: true,
-                data: false,
-            },
-            131072,
-        );
+        let hd = Digests {
+            header: true,
+            data: false,
+        };
+        put_ic_resp(&mut out, hd, 131072);
         assert_eq!(out.len(), 128);
         assert_eq!(&out[..8], &[1, 0, 128, 0, 128, 0, 0, 0]);
         assert_eq!(out[11], 1);
         assert_eq!(u32::from_le_bytes(out[12..16].try_into().unwrap()), 131072);
 
         out.clear();
-        put_c2h_data(&mut out, 7, 0, 4096, flags::LAST_PDU, Digests::default());
+        let none = Digests::default();
+        put_c2h_data(
+            &mut out,
+            7,
+            0,
+            4096,
+            flags::LAST_PDU,
+            none,
+            DataAlignment::NONE,
+        );
         assert_eq!(out.len(), 24);
         assert_eq!(
             Header::parse(&out),
-            header(kind::C2H_DATA, 24, 24, 24 + 4096).with_flags(flags::LAST_PDU)
+            Some(header(kind::C2H_DATA, 24, 24, 24 + 4096).with_flags(flags::LAST_PDU))
         );
         assert_eq!(u16::from_le_bytes([out[8], out[9]]), 7);
 
         out.clear();
-        put_capsule_resp(
-            &mut out,
-            &[0xAB; 16],
-            Digests {
-                header: true,
-                data: false,
-            },
-        );
+        put_capsule_resp(&mut out, &[0xAB; 16], hd);
         assert_eq!(out.len(), 28);
         assert_eq!(
             u32::from_le_bytes(out[24..28].try_into().unwrap()),
@@ -511,20 +611,55 @@ mod tests {
         assert_eq!(u32::from_le_bytes(out[10..14].try_into().unwrap()), 2);
     }
 
+    /// HPDA: a C2HData's data starts at a multiple of `(HPDA + 1) * 4`,
+    /// zeroes between its header (and header digest) and its data.
+    #[test]
+    fn c2h_data_is_aligned_as_the_host_asks() {
+        assert_eq!(DataAlignment::from_hpda(32), None);
+        let hd = Digests {
+            header: true,
+            data: true,
+        };
+        for (hpda, digests, pdo) in [
+            (0, Digests::default(), 24),
+            (0, hd, 28),
+            (1, hd, 32),
+            (7, hd, 32),
+            (8, hd, 36),
+            (31, Digests::default(), 128),
+            (31, hd, 128),
+        ] {
+            let align = DataAlignment::from_hpda(hpda).unwrap();
+            let mut out = vec![0xEE];
+            put_c2h_data(&mut out, 1, 0, 512, flags::LAST_PDU, digests, align);
+            let h = Header::parse(&out[1..]).unwrap();
+            assert_eq!((h.pdo as usize, out.len() - 1), (pdo, pdo), "HPDA {hpda}");
+            let dd = if digests.data { 4 } else { 0 };
+            assert_eq!(h.plen as usize, pdo + 512 + dd);
+            let end = 1 + 24 + if digests.header { 4 } else { 0 };
+            assert!(out[end..].iter().all(|&b| b == 0));
+            if digests.header {
+                let want = u32::from_le_bytes(out[25..29].try_into().unwrap());
+                assert_eq!(
+                    crc32c(0, &out[1..25]),
+                    want,
+                    "the digest covers the header only"
+                );
+            }
+        }
+    }
+
     #[test]
     fn the_host_pdus_have_their_layouts() {
         let mut out = Vec::new();
-        put_ic_req(
-            &mut out,
-            Digests {
-                header: false,
-                data: true,
-            },
-            3,
-        );
+        let dd = Digests {
+            header: false,
+            data: true,
+        };
+        put_ic_req(&mut out, dd, 31, 3);
         assert_eq!(out.len(), 128);
         assert_eq!(&out[..8], &[0, 0, 128, 0, 128, 0, 0, 0]);
-        assert_eq!(out[11], 2);
+        assert_eq!((out[10], out[11]), (31, 2));
         assert_eq!(u32::from_le_bytes(out[12..16].try_into().unwrap()), 3);
 
         out.clear();
@@ -532,11 +667,23 @@ mod tests {
             header: true,
             data: true,
         };
-        put_data_header(&mut out, kind::H2C_DATA, (7, 9), 512, 4096, 0, both);
+        let align = DataAlignment::NONE;
+        put_data_header(
+            &mut out,
+            kind::H2C_DATA,
+            (7, 9),
+            (512, 4096),
+            0,
+            both,
+            align,
+        );
         assert_eq!(out.len(), 28);
         assert_eq!(
             Header::parse(&out),
-            header(kind::H2C_DATA, 24, 28, 28 + 4096 + 4).with_flags(flags::HDGSTF | flags::DDGSTF)
+            Some(
+                header(kind::H2C_DATA, 24, 28, 28 + 4096 + 4)
+                    .with_flags(flags::HDGSTF | flags::DDGSTF)
+            )
         );
         assert_eq!(u16::from_le_bytes([out[8], out[9]]), 7);
         assert_eq!(u16::from_le_bytes([out[10], out[11]]), 9);
@@ -552,12 +699,20 @@ mod tests {
     fn crc32c_is_the_castagnoli_check_value() {
         assert_eq!(crc32c(0, b"123456789"), 0xE306_9283);
         let mut dst = [0u8; 9];
-        assert_eq!(copy_crc32c(&mut dst[..4], b"1234", 0), crc32c(0, b"1234"));
+        assert_eq!(
+            copy_crc32c(&mut dst[..4], b"1234", 0),
+            Some(crc32c(0, b"1234"))
+        );
         assert_eq!(
             copy_crc32c(&mut dst[4..], b"56789", crc32c(0, b"1234")),
-            0xE306_9283
+            Some(0xE306_9283)
         );
         assert_eq!(&dst, b"123456789");
+        assert_eq!(
+            copy_crc32c(&mut dst[..3], b"1234", 0),
+            None,
+            "lengths differ"
+        );
     }
 
     impl Header {

@@ -38,7 +38,11 @@ pub async fn serve(
     tokio::pin!(shutdown);
     // Per reason: connections refused, connecting ones closed to make room.
     let logs = [(); 2].map(|_| RefusalLog::new(REFUSAL_LOG_INTERVAL));
-    let log_of = |why: Refusal| &logs[matches!(why, Refusal::Connecting(_)) as usize];
+    let [full_log, connecting_log] = &logs;
+    let log_of = |why: Refusal| match why {
+        Refusal::Connections(_) => full_log,
+        Refusal::Connecting(_) => connecting_log,
+    };
     let mut flush = tokio::time::interval(REFUSAL_LOG_INTERVAL);
     loop {
         let accepted = tokio::select! {
@@ -49,8 +53,8 @@ pub async fn serve(
                 for n in logs.iter().filter_map(|l| l.flush(now)) {
                     tracing::warn!(listener = %limits.addr, "NVMe/TCP: {n} more connections refused or closed to make room since the last such line");
                 }
-                if let Some(n) = limits.deadline_log.flush(now) {
-                    tracing::info!(listener = %limits.addr, "NVMe/TCP: {n} more connections closed at their connect deadline since the last such line");
+                for (event, n) in target.logs.flush(now) {
+                    tracing::info!(listener = %limits.addr, "NVMe/TCP: {n} more {} since the last such line", event.summary());
                 }
                 continue;
             }

@@ -121,14 +121,16 @@ pub struct NvmfStats {
     pub refused: [(&'static str, u64); 2],
 }
 
-fn bump(c: &AtomicU64, n: u64) {
-    c.fetch_add(n, Ordering::Relaxed);
+fn bump(c: Option<&AtomicU64>, n: u64) {
+    if let Some(c) = c {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 impl NvmfCounters {
-    fn shard(&self) -> &Shard {
+    fn shard(&self) -> Option<&Shard> {
         let i = crate::reactor::current_core().map_or(SHARDS - 1, |c| c % (SHARDS - 1));
-        &self.shards[i]
+        self.shards.get(i)
     }
 
     /// Counts a command of `opcode` on an admin (`admin`) or I/O queue.
@@ -142,7 +144,12 @@ impl NvmfCounters {
             .iter()
             .position(|&(op, _)| op == opcode)
             .unwrap_or(OPS - 1);
-        bump(&self.shard().commands[q][i], 1);
+        bump(
+            self.shard()
+                .and_then(|s| s.commands.get(q))
+                .and_then(|c| c.get(i)),
+            1,
+        );
     }
 
     /// Counts a command answered with `status` (not success).
@@ -151,23 +158,23 @@ impl NvmfCounters {
             .iter()
             .position(|&(s, _)| s == status)
             .unwrap_or(STATUSES.len());
-        bump(&self.shard().errors[i], 1);
+        bump(self.shard().and_then(|s| s.errors.get(i)), 1);
     }
 
     /// Counts data moved: `read` bytes to the host, `written` from it.
     pub(super) fn bytes(&self, read: u64, written: u64) {
         let s = self.shard();
         if read > 0 {
-            bump(&s.bytes_read, read);
+            bump(s.map(|s| &s.bytes_read), read);
         }
         if written > 0 {
-            bump(&s.bytes_written, written);
+            bump(s.map(|s| &s.bytes_written), written);
         }
     }
 
     /// Counts a connection ended by a malformed PDU.
     pub(super) fn pdu_error(&self) {
-        bump(&self.shard().pdu_errors, 1);
+        bump(self.shard().map(|s| &s.pdu_errors), 1);
     }
 
     /// Counts a connection a listener refused.
@@ -176,15 +183,15 @@ impl NvmfCounters {
             Refusal::Connections(_) => 0,
             Refusal::Connecting(_) => 1,
         };
-        bump(&self.shard().refused[i], 1);
+        bump(self.shard().and_then(|s| s.refused.get(i)), 1);
     }
 
     /// The sums.
     pub fn stats(&self) -> NvmfStats {
-        let sum = |f: &dyn Fn(&Shard) -> &AtomicU64| -> u64 {
+        let sum = |f: &dyn Fn(&Shard) -> Option<&AtomicU64>| -> u64 {
             self.shards
                 .iter()
-                .map(|s| f(s).load(Ordering::Relaxed))
+                .filter_map(|s| f(s).map(|c| c.load(Ordering::Relaxed)))
                 .sum()
         };
         let mut out = NvmfStats::default();
@@ -197,25 +204,25 @@ impl NvmfCounters {
                 if i >= table.len() && i != OPS - 1 {
                     continue;
                 }
-                let n = sum(&|s| &s.commands[q][i]);
+                let n = sum(&|s| s.commands.get(q).and_then(|c| c.get(i)));
                 if n > 0 {
                     out.commands.push((name, op, n));
                 }
             }
         }
         for i in 0..=STATUSES.len() {
-            let n = sum(&|s| &s.errors[i]);
+            let n = sum(&|s| s.errors.get(i));
             if n > 0 {
                 out.errors
                     .push((STATUSES.get(i).map_or("other", |t| t.1), n));
             }
         }
-        out.bytes_read = sum(&|s| &s.bytes_read);
-        out.bytes_written = sum(&|s| &s.bytes_written);
-        out.pdu_errors = sum(&|s| &s.pdu_errors);
+        out.bytes_read = sum(&|s| Some(&s.bytes_read));
+        out.bytes_written = sum(&|s| Some(&s.bytes_written));
+        out.pdu_errors = sum(&|s| Some(&s.pdu_errors));
         out.refused = [
-            ("connections", sum(&|s| &s.refused[0])),
-            ("connecting", sum(&|s| &s.refused[1])),
+            ("connections", sum(&|s| s.refused.first())),
+            ("connecting", sum(&|s| s.refused.get(1))),
         ];
         out
     }

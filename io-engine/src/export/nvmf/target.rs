@@ -1,6 +1,8 @@
 //! What every connection of the NVMe/TCP target shares: the exports, the
-//! controllers, the listeners' addresses (for the discovery log)
-//! and the counters.
+//! controllers, the listeners' addresses (for the discovery log), the
+//! counters, and the bounds every host is held to (queues per host, the
+//! budget of DH computations before authentication, the rate of the log
+//! lines hosts cause).
 //!
 //! Thread: any. `Sync`: atomics, and mutexes taken at Connect and on the
 //! control path only.
@@ -9,15 +11,13 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::controller::Controllers;
+use super::controller::{Controllers, MAX_QID};
 use super::identify::{self, DiscoveryEntry};
 use super::limits::Limits;
 use super::nqn;
 use super::stats::NvmfCounters;
+use super::{DhBudget, HostQueues, PeerLogs};
 use crate::export::{Exports, Protocol};
-
-/// Most I/O queues a controller gets (Number of Queues).
-const MAX_IO_QUEUES: u32 = 64;
 
 /// The target's shared state.
 pub struct Target {
@@ -37,6 +37,12 @@ pub struct Target {
     connections: AtomicUsize,
     /// Commands, errors, bytes.
     pub counters: NvmfCounters,
+    /// Established queues by host NQN, each host bounded.
+    pub host_queues: Arc<HostQueues>,
+    /// Diffie-Hellman computations for queues not authenticated yet.
+    pub dh_budget: DhBudget,
+    /// The rate limits of the log lines hosts cause.
+    pub logs: PeerLogs,
 }
 
 impl Target {
@@ -57,6 +63,9 @@ impl Target {
             next: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
             counters: NvmfCounters::default(),
+            host_queues: HostQueues::new(limits.queues_per_host),
+            dh_budget: DhBudget::new(limits.dh_rate, limits.dh_burst),
+            logs: PeerLogs::default(),
         })
     }
 
@@ -74,7 +83,7 @@ impl Target {
     }
 
     pub(super) fn max_io_queues(&self) -> u32 {
-        MAX_IO_QUEUES
+        MAX_QID as u32
     }
 
     /// The discovery log: every NVMe-oF share at every listener, and this

@@ -13,6 +13,7 @@
 
 use crypto_bigint::modular::{MontyForm, MontyParams};
 use crypto_bigint::{Odd, U256, U2048};
+use zeroize::{Zeroize, Zeroizing};
 
 /// The prime, big-endian (2^2048 - 2^1984 + (floor(2^1918 * e) + 560316) * 2^64 - 1).
 const P: U2048 = U2048::from_be_hex(concat!(
@@ -39,8 +40,13 @@ pub struct Ffdhe2048 {
     public: [u8; VALUE_LEN],
 }
 
+/// The Montgomery parameters of P.
 fn params() -> MontyParams<{ U2048::LIMBS }> {
-    MontyParams::new_vartime(Odd::new(P).expect("the prime is odd"))
+    // P is the constant above, odd by construction (its low word is all
+    // ones); nothing from the wire reaches this.
+    #[allow(clippy::expect_used)]
+    let p = Odd::new(P).expect("the prime is odd");
+    MontyParams::new_vartime(p)
 }
 
 /// base^exp mod p, constant time in `exp`.
@@ -53,11 +59,9 @@ fn pow(base: &U2048, exp: &U256) -> U2048 {
 impl Ffdhe2048 {
     /// A fresh key pair (the exponent from the OS's random source).
     pub fn generate() -> Result<Ffdhe2048, getrandom::Error> {
-        let mut x = [0u8; 32];
-        getrandom::fill(&mut x)?;
-        let pair = Ffdhe2048::from_private(&x);
-        x.fill(0);
-        Ok(pair)
+        let mut x = Zeroizing::new([0u8; 32]);
+        getrandom::fill(&mut *x)?;
+        Ok(Ffdhe2048::from_private(&x))
     }
 
     /// The key pair of private exponent `x` (big-endian; a zero exponent
@@ -79,7 +83,7 @@ impl Ffdhe2048 {
     /// The shared value with the peer's public value `peer` (256 bytes
     /// big-endian), or `None` when `peer` is not one (outside 2 to p-2:
     /// 0, 1 and p-1 would force the shared value).
-    pub fn shared(&self, peer: &[u8]) -> Option<[u8; VALUE_LEN]> {
+    pub fn shared(&self, peer: &[u8]) -> Option<Zeroizing<[u8; VALUE_LEN]>> {
         if peer.len() != VALUE_LEN {
             return None;
         }
@@ -88,13 +92,15 @@ impl Ffdhe2048 {
         if y <= U2048::ONE || y >= top {
             return None;
         }
-        Some(pow(&y, &self.private).to_be_bytes())
+        let mut s = pow(&y, &self.private);
+        let bytes = Zeroizing::new(s.to_be_bytes());
+        s.zeroize();
+        Some(bytes)
     }
 }
 
 impl Drop for Ffdhe2048 {
     fn drop(&mut self) {
-        self.private = U256::ZERO;
-        std::hint::black_box(&self.private);
+        self.private.zeroize();
     }
 }

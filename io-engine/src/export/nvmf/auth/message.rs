@@ -60,58 +60,64 @@ pub const HEADER_LEN: usize = 16;
 /// Failure1 and Failure2.
 pub const FAILURE_LEN: usize = 8;
 
-/// The transaction identifier (bytes 4-5) of a message.
+/// The transaction identifier (bytes 4-5) of a message (0 when it is
+/// shorter).
 pub fn tid(m: &[u8]) -> u16 {
-    u16::from_le_bytes([m[4], m[5]])
+    match m.first_chunk::<6>() {
+        Some(h) => u16::from_le_bytes([h[4], h[5]]),
+        None => 0,
+    }
 }
 
-/// A message's first 6 bytes: AUTH_TYPE, AUTH_ID, reserved, T_ID.
-fn header(kind: u8, id: u8, tid: u16, len: usize) -> Vec<u8> {
-    let mut m = vec![0u8; len];
+/// A message's first 16 bytes: AUTH_TYPE, AUTH_ID, reserved, T_ID, the
+/// rest zero (each message fills in its own fields).
+fn header(kind: u8, id: u8, tid: u16) -> [u8; HEADER_LEN] {
+    let t = tid.to_le_bytes();
+    let mut m = [0u8; HEADER_LEN];
     m[0] = kind;
     m[1] = id;
-    m[4..6].copy_from_slice(&tid.to_le_bytes());
+    m[4] = t[0];
+    m[5] = t[1];
     m
 }
 
 /// Challenge: HL, HASHID, DHGID, DHVLEN, SEQNUM, then C1 and the DH value.
 pub fn challenge(tid: u16, hash_id: u8, dhgid: u8, seqnum: u32, c1: &[u8], dh: &[u8]) -> Vec<u8> {
-    let mut m = header(TYPE_DHCHAP, CHALLENGE, tid, HEADER_LEN);
-    m[6] = c1.len() as u8;
-    m[8] = hash_id;
-    m[9] = dhgid;
-    m[10..12].copy_from_slice(&(dh.len() as u16).to_le_bytes());
-    m[12..16].copy_from_slice(&seqnum.to_le_bytes());
-    m.extend_from_slice(c1);
-    m.extend_from_slice(dh);
-    m
+    let mut h = header(TYPE_DHCHAP, CHALLENGE, tid);
+    let dhvlen = (dh.len() as u16).to_le_bytes();
+    let s = seqnum.to_le_bytes();
+    h[6] = c1.len() as u8;
+    h[8] = hash_id;
+    h[9] = dhgid;
+    h[10] = dhvlen[0];
+    h[11] = dhvlen[1];
+    h[12..16].copy_from_slice(&s);
+    [&h[..], c1, dh].concat()
 }
 
 /// Success1: HL, RVALID, then the controller's response when there is one.
 pub fn success1(tid: u16, hl: usize, response: Option<&[u8]>) -> Vec<u8> {
-    let mut m = header(TYPE_DHCHAP, SUCCESS1, tid, HEADER_LEN);
-    m[6] = hl as u8;
-    if let Some(r) = response {
-        m[8] = 1;
-        m.extend_from_slice(r);
-    }
-    m
+    let mut h = header(TYPE_DHCHAP, SUCCESS1, tid);
+    h[6] = hl as u8;
+    h[8] = response.is_some() as u8;
+    [&h[..], response.unwrap_or_default()].concat()
 }
 
 /// Failure1 (or, from a host, Failure2): reason "authentication failure"
 /// and its explanation.
 pub fn failure(id: u8, tid: u16, explanation: u8) -> Vec<u8> {
-    let mut m = header(TYPE_COMMON, id, tid, FAILURE_LEN);
-    m[6] = REASON_FAILED;
-    m[7] = explanation;
-    m
+    let mut h = header(TYPE_COMMON, id, tid);
+    h[6] = REASON_FAILED;
+    h[7] = explanation;
+    h[..FAILURE_LEN].to_vec()
 }
 
 /// Negotiate, as a host sends it: no secure channel, one DH-HMAC-CHAP
 /// descriptor offering `hashes` and `dhgroups` (the unit tests' host).
 #[cfg(test)]
 pub fn negotiate(tid: u16, hashes: &[u8], dhgroups: &[u8]) -> Vec<u8> {
-    let mut m = header(TYPE_COMMON, NEGOTIATE, tid, NEGOTIATE_LEN);
+    let mut m = header(TYPE_COMMON, NEGOTIATE, tid).to_vec();
+    m.resize(NEGOTIATE_LEN, 0);
     m[7] = 1;
     m[8] = AUTH_ID_DHCHAP;
     m[10] = hashes.len() as u8;
@@ -126,7 +132,7 @@ pub fn negotiate(tid: u16, hashes: &[u8], dhgroups: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 pub fn reply(tid: u16, response: &[u8], c2: Option<(&[u8], u32)>, dh: &[u8]) -> Vec<u8> {
     let hl = response.len();
-    let mut m = header(TYPE_DHCHAP, REPLY, tid, HEADER_LEN);
+    let mut m = header(TYPE_DHCHAP, REPLY, tid).to_vec();
     m[6] = hl as u8;
     m[10..12].copy_from_slice(&(dh.len() as u16).to_le_bytes());
     m.extend_from_slice(response);
@@ -145,5 +151,5 @@ pub fn reply(tid: u16, response: &[u8], c2: Option<(&[u8], u32)>, dh: &[u8]) -> 
 /// Success2, as a host sends it.
 #[cfg(test)]
 pub fn success2(tid: u16) -> Vec<u8> {
-    header(TYPE_DHCHAP, SUCCESS2, tid, HEADER_LEN)
+    header(TYPE_DHCHAP, SUCCESS2, tid).to_vec()
 }

@@ -21,7 +21,7 @@ pub use hash::Hash;
 pub use host_secrets::HostSecrets;
 pub use keys::DhchapKeys;
 pub use secret::{Secret, SecretError};
-pub use transaction::{Outcome, Transaction};
+pub use transaction::{Outcome, Received, Transaction};
 
 #[cfg(test)]
 mod tests;

@@ -9,6 +9,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use zeroize::Zeroizing;
 
 use super::hash::Hash;
 
@@ -16,7 +17,8 @@ use super::hash::Hash;
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret {
     transform: Option<Hash>,
-    key: Vec<u8>,
+    /// Wiped when dropped.
+    key: Zeroizing<Vec<u8>>,
 }
 
 /// Why a `DHHC-1` secret is refused (none of them quotes the secret).
@@ -69,24 +71,25 @@ impl Secret {
         }
         let transform = match hh {
             "00" => None,
-            "01" | "02" | "03" => Hash::from_id(hh.as_bytes()[1] - b'0'),
+            "01" => Some(Hash::Sha256),
+            "02" => Some(Hash::Sha384),
+            "03" => Some(Hash::Sha512),
             _ => return Err(SecretError::HashId(hh.chars().take(8).collect())),
         };
-        let mut raw = STANDARD.decode(body).map_err(|_| SecretError::Base64)?;
+        let raw = Zeroizing::new(STANDARD.decode(body).map_err(|_| SecretError::Base64)?);
         if ![36, 52, 68].contains(&raw.len()) {
             return Err(SecretError::Length(raw.len()));
         }
-        let n = raw.len() - 4;
-        let crc = u32::from_le_bytes(raw[n..].try_into().expect("4 bytes"));
-        if crc32(&raw[..n]) != crc {
-            raw.fill(0);
+        let (key, crc) = raw
+            .split_last_chunk::<4>()
+            .ok_or(SecretError::Length(raw.len()))?;
+        if crc32(key) != u32::from_le_bytes(*crc) {
             return Err(SecretError::Crc);
         }
-        raw.truncate(n);
+        let n = key.len();
         if let Some(h) = transform
             && h.size() != n
         {
-            raw.fill(0);
             return Err(SecretError::KeyLength {
                 hash: h.name(),
                 want: h.size(),
@@ -95,7 +98,7 @@ impl Secret {
         }
         Ok(Secret {
             transform,
-            key: raw,
+            key: Zeroizing::new(key.to_vec()),
         })
     }
 
@@ -103,10 +106,10 @@ impl Secret {
     /// the key itself (hash 00), or HMAC(key, NQN || "NVMe-over-Fabrics")
     /// with the secret's hash, `nqn` being the host's NQN for the host's
     /// secret and the subsystem's for the controller's.
-    pub fn transformed(&self, nqn: &str) -> Vec<u8> {
+    pub fn transformed(&self, nqn: &str) -> Zeroizing<Vec<u8>> {
         match self.transform {
             None => self.key.clone(),
-            Some(h) => h.hmac(&self.key, &[nqn.as_bytes(), b"NVMe-over-Fabrics"]),
+            Some(h) => Zeroizing::new(h.hmac(&self.key, &[nqn.as_bytes(), b"NVMe-over-Fabrics"])),
         }
     }
 }
@@ -114,12 +117,5 @@ impl Secret {
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Secret(REDACTED)")
-    }
-}
-
-impl Drop for Secret {
-    fn drop(&mut self) {
-        self.key.fill(0);
-        std::hint::black_box(&self.key);
     }
 }

@@ -124,7 +124,11 @@ fn dhhc1_secrets_parse_and_transform_as_python_computes() {
     for (hash, len) in [(0, 32), (0, 48), (0, 64), (1, 32), (2, 48), (3, 64)] {
         let (text, transformed) = secret(hash, len, 0x5A, HOST);
         let s = Secret::parse(&text).expect("a good secret");
-        assert_eq!(s.transformed(HOST), transformed, "hash {hash}, {len} bytes");
+        assert_eq!(
+            *s.transformed(HOST),
+            transformed,
+            "hash {hash}, {len} bytes"
+        );
         // The final colon may be left out.
         assert_eq!(
             Secret::parse(text.strip_suffix(':').unwrap()),
@@ -186,7 +190,7 @@ fn the_ffdhe2048_exchange_matches_python() {
     let r = python(json!({"op": "dh", "x": to_hex(&x), "peer": to_hex(b.public())}));
     assert_eq!(to_hex(a.public()), r["public"].as_str().unwrap());
     let shared = a.shared(b.public()).expect("a valid peer");
-    assert_eq!(to_hex(&shared), r["shared"].as_str().unwrap());
+    assert_eq!(to_hex(&*shared), r["shared"].as_str().unwrap());
     assert_eq!(b.shared(a.public()), Some(shared));
     // Values that would force the shared value are refused.
     let p = hex(&r["p"]);
@@ -217,7 +221,7 @@ fn run(hash_offer: &[u8], groups: &[u8], bidirectional: bool, host_secret_ok: bo
     let mut t = Transaction::new(Arc::new(keys), HOST, SUB);
     let tid = 0x1234;
     t.send(&m::negotiate(tid, hash_offer, groups));
-    let c = t.receive(4096);
+    let c = msg(t.receive(4096));
     assert_eq!(c.len(), 4096, "padded to the host's buffer");
     if c[1] == m::FAILURE1 {
         return t.outcome();
@@ -252,7 +256,7 @@ fn run(hash_offer: &[u8], groups: &[u8], bidirectional: bool, host_secret_ok: bo
     let dh = py.get("public").map(hex).unwrap_or_default();
     let challenge = bidirectional.then(|| (&c2[..hl], s2));
     t.send(&m::reply(tid, &hex(&py["response"]), challenge, &dh));
-    let s = t.receive(4096);
+    let s = msg(t.receive(4096));
     if s[1] == m::FAILURE1 {
         assert_eq!(
             (s[0], s[6], m::tid(&s)),
@@ -313,7 +317,7 @@ fn unusable_offers_and_out_of_order_messages_fail() {
     // A Reply before any Challenge.
     let mut t = Transaction::new(keys.clone(), HOST, SUB);
     t.send(&m::reply(0, &[0; 32], None, &[]));
-    let f = t.receive(16);
+    let f = msg(t.receive(16));
     assert_eq!(
         (f[0], f[1], f[7]),
         (m::TYPE_COMMON, m::FAILURE1, m::INCORRECT_MESSAGE)
@@ -328,4 +332,62 @@ fn unusable_offers_and_out_of_order_messages_fail() {
     let _ = t.receive(4096);
     t.send(&m::failure(m::FAILURE2, 5, m::FAILED));
     assert_eq!(t.outcome(), Outcome::Failed(m::FAILED));
+}
+
+/// The message of an AUTH_Receive that fit its allocation length.
+fn msg(r: Received) -> Vec<u8> {
+    match r {
+        Received::Message(m) => m,
+        Received::TooShort { needed } => panic!("a message of {needed} bytes did not fit"),
+    }
+}
+
+/// One Negotiate per transaction: a second (which would make the target
+/// compute a new ffdhe2048 key pair each time) fails it, and only the
+/// first asks for a DH computation.
+#[test]
+fn a_second_negotiate_fails_the_transaction() {
+    let (host_secret, _) = secret(1, 32, 0x21, HOST);
+    let keys = Arc::new(DhchapKeys::parse(&host_secret, None).unwrap());
+    let mut t = Transaction::new(keys, HOST, SUB);
+    let negotiate = m::negotiate(7, &[1], &[m::DHGROUP_2048]);
+    assert!(t.needs_dh(&negotiate));
+    t.send(&negotiate);
+    assert_eq!(t.outcome(), Outcome::Pending);
+    assert!(!t.needs_dh(&negotiate), "no second key pair");
+    t.send(&negotiate);
+    let f = msg(t.receive(4096));
+    assert_eq!(
+        (f[0], f[1], f[7]),
+        (m::TYPE_COMMON, m::FAILURE1, m::INCORRECT_MESSAGE)
+    );
+    assert_eq!(t.outcome(), Outcome::Failed(m::INCORRECT_MESSAGE));
+}
+
+/// An AUTH_Receive too short for the message is not given part of it:
+/// the transaction fails.
+#[test]
+fn a_short_auth_receive_fails_the_transaction() {
+    let (host_secret, _) = secret(1, 32, 0x21, HOST);
+    let keys = Arc::new(DhchapKeys::parse(&host_secret, None).unwrap());
+    let mut t = Transaction::new(keys, HOST, SUB);
+    t.send(&m::negotiate(7, &[1], &[m::DHGROUP_2048]));
+    // The Challenge: 16 bytes, a 32-byte C1, a 256-byte DH value.
+    assert_eq!(
+        t.receive(16),
+        Received::TooShort {
+            needed: 16 + 32 + 256
+        }
+    );
+    assert_eq!(t.outcome(), Outcome::Failed(m::INCORRECT_PAYLOAD));
+    // A NULL-group Challenge fits in 48 bytes, not 47.
+    let (host_secret, _) = secret(1, 32, 0x21, HOST);
+    let keys = Arc::new(DhchapKeys::parse(&host_secret, None).unwrap());
+    let mut t = Transaction::new(keys.clone(), HOST, SUB);
+    t.send(&m::negotiate(7, &[1], &[m::DHGROUP_NULL]));
+    assert!(matches!(t.receive(47), Received::TooShort { needed: 48 }));
+    let mut t = Transaction::new(keys, HOST, SUB);
+    t.send(&m::negotiate(7, &[1], &[m::DHGROUP_NULL]));
+    assert_eq!(msg(t.receive(48)).len(), 48);
+    assert_eq!(t.outcome(), Outcome::Pending);
 }

@@ -10,6 +10,8 @@
 
 use std::sync::Arc;
 
+use zeroize::Zeroizing;
+
 use super::ffdhe2048::Ffdhe2048;
 use super::hash::Hash;
 use super::keys::DhchapKeys;
@@ -58,8 +60,21 @@ pub struct Transaction {
     s1: u32,
     /// The host's challenge and sequence number (bidirectional).
     c2: Option<(Vec<u8>, u32)>,
-    /// The DH shared value (ffdhe2048).
-    session: Option<Vec<u8>>,
+    /// The DH shared value (ffdhe2048), wiped when dropped.
+    session: Option<Zeroizing<Vec<u8>>>,
+}
+
+/// What an AUTH_Receive gets.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Received {
+    /// The message the host is due, zero-padded to the allocation length.
+    Message(Vec<u8>),
+    /// The message does not fit the allocation length: the transaction
+    /// failed (the host cannot be given part of a message).
+    TooShort {
+        /// The message's length.
+        needed: usize,
+    },
 }
 
 /// Equal, in time independent of where they differ.
@@ -110,19 +125,36 @@ impl Transaction {
         self.session = None;
     }
 
+    /// Whether handling `msg` (an AUTH_Send's data) would compute a
+    /// Diffie-Hellman value: a Negotiate that may choose ffdhe2048 (a key
+    /// pair), a Reply under ffdhe2048 (the shared value). The caller pays
+    /// for it from the target's budget first.
+    pub fn needs_dh(&self, msg: &[u8]) -> bool {
+        if self.outcome != Outcome::Pending {
+            return false;
+        }
+        match msg.first_chunk::<2>() {
+            Some(&[m::TYPE_COMMON, m::NEGOTIATE]) => self.step == Step::Negotiate,
+            Some(&[m::TYPE_DHCHAP, m::REPLY]) => self.step == Step::Reply && self.dh.is_some(),
+            _ => false,
+        }
+    }
+
     /// The data of an AUTH_Send.
     pub fn send(&mut self, msg: &[u8]) {
         if self.outcome != Outcome::Pending {
             return;
         }
-        if msg.len() < m::FAILURE_LEN {
+        let Some(head) = msg.first_chunk::<{ m::FAILURE_LEN }>() else {
             return self.fail(m::INCORRECT_PAYLOAD);
-        }
-        match (msg[0], msg[1]) {
-            (m::TYPE_COMMON, m::NEGOTIATE) => self.negotiate(msg),
+        };
+        match (head[0], head[1]) {
+            // One Negotiate per transaction, first: another would make the
+            // target compute a new key pair for each.
+            (m::TYPE_COMMON, m::NEGOTIATE) if self.step == Step::Negotiate => self.negotiate(msg),
             (m::TYPE_COMMON, m::FAILURE2) => {
                 // The host refused the controller's proof (or gave up).
-                self.outcome = Outcome::Failed(msg[7]);
+                self.outcome = Outcome::Failed(head[7]);
             }
             (m::TYPE_DHCHAP, _) if m::tid(msg) != self.tid => self.fail(m::INCORRECT_PAYLOAD),
             (m::TYPE_DHCHAP, m::REPLY) if self.step == Step::Reply => self.reply(msg),
@@ -140,9 +172,9 @@ impl Transaction {
         self.tid = m::tid(msg);
         self.c2 = None;
         self.session = None;
-        if msg.len() < m::NEGOTIATE_LEN {
+        let Some(msg) = msg.first_chunk::<{ m::NEGOTIATE_LEN }>() else {
             return self.fail(m::INCORRECT_PAYLOAD);
-        }
+        };
         if msg[6] != 0 {
             // Secure channel concatenation (TLS) is not offered.
             return self.fail(m::CONCAT_MISMATCH);
@@ -151,11 +183,14 @@ impl Transaction {
             return self.fail(m::HASH_UNUSABLE);
         }
         let (halen, dhlen) = (msg[10] as usize, msg[11] as usize);
+        let hashes = msg.get(12..12 + halen);
+        let groups = msg.get(42..42 + dhlen);
+        let (Some(hashes), Some(groups)) = (hashes, groups) else {
+            return self.fail(m::INCORRECT_PAYLOAD);
+        };
         if msg[8] != m::AUTH_ID_DHCHAP || halen > 30 || dhlen > 30 {
             return self.fail(m::INCORRECT_PAYLOAD);
         }
-        let hashes = &msg[12..12 + halen];
-        let groups = &msg[42..42 + dhlen];
         let hash = if hashes.contains(&Hash::Sha256.id()) {
             Some(Hash::Sha256)
         } else {
@@ -180,19 +215,22 @@ impl Transaction {
 
     /// The challenge, augmented with the DH session key when there is one
     /// (section 8.13.5.4: HMAC(H(session key), challenge)).
-    fn augmented(&self, c: &[u8]) -> Vec<u8> {
+    fn augmented(&self, c: &[u8]) -> Zeroizing<Vec<u8>> {
         match &self.session {
-            Some(k) => self.hash.hmac(&self.hash.digest(k), &[c]),
-            None => c.to_vec(),
+            Some(k) => {
+                let key = Zeroizing::new(self.hash.digest(k));
+                Zeroizing::new(self.hash.hmac(&key, &[c]))
+            }
+            None => Zeroizing::new(c.to_vec()),
         }
     }
 
     /// The response the host must give: HMAC(transformed host key, C1' ||
     /// SEQNUM || T_ID || SC_C || "HostHost" || NQNh || 00h || NQNs).
-    fn host_response(&self) -> Vec<u8> {
+    fn host_response(&self) -> Zeroizing<Vec<u8>> {
         let key = self.keys.host.transformed(&self.hostnqn);
         let c = self.augmented(&self.c1);
-        self.hash.hmac(
+        Zeroizing::new(self.hash.hmac(
             &key,
             &[
                 &c,
@@ -204,7 +242,7 @@ impl Transaction {
                 &[0],
                 self.subnqn.as_bytes(),
             ],
-        )
+        ))
     }
 
     /// The controller's response to the host's challenge: HMAC(transformed
@@ -230,22 +268,28 @@ impl Transaction {
 
     /// Reply: the host's DH value, response and (maybe) challenge.
     fn reply(&mut self, msg: &[u8]) {
-        if msg.len() < m::HEADER_LEN {
+        let Some(head) = msg.first_chunk::<{ m::HEADER_LEN }>() else {
             return self.fail(m::INCORRECT_PAYLOAD);
-        }
-        let hl = msg[6] as usize;
-        let cvalid = msg[8] != 0;
-        let dhvlen = u16::from_le_bytes([msg[10], msg[11]]) as usize;
-        let seqnum = u32::from_le_bytes(msg[12..16].try_into().expect("4 bytes"));
-        if hl != self.hash.size() || m::HEADER_LEN + 2 * hl + dhvlen > msg.len() {
-            return self.fail(m::INCORRECT_PAYLOAD);
-        }
+        };
+        let hl = head[6] as usize;
+        let cvalid = head[8] != 0;
+        let dhvlen = u16::from_le_bytes([head[10], head[11]]) as usize;
+        let seqnum = u32::from_le_bytes([head[12], head[13], head[14], head[15]]);
         let at = m::HEADER_LEN;
-        let (rval, c2) = (&msg[at..at + hl], &msg[at + hl..at + 2 * hl]);
-        let dhv = &msg[at + 2 * hl..at + 2 * hl + dhvlen];
+        let parts = (
+            msg.get(at..at + hl),
+            msg.get(at + hl..at + 2 * hl),
+            msg.get(at + 2 * hl..at + 2 * hl + dhvlen),
+        );
+        let (Some(rval), Some(c2), Some(dhv)) = parts else {
+            return self.fail(m::INCORRECT_PAYLOAD);
+        };
+        if hl != self.hash.size() {
+            return self.fail(m::INCORRECT_PAYLOAD);
+        }
         match &self.dh {
             Some(dh) => match dh.shared(dhv) {
-                Some(s) => self.session = Some(s.to_vec()),
+                Some(s) => self.session = Some(Zeroizing::new(s.to_vec())),
                 None => return self.fail(m::DHGROUP_UNUSABLE),
             },
             None if dhvlen != 0 => return self.fail(m::INCORRECT_PAYLOAD),
@@ -264,9 +308,11 @@ impl Transaction {
         self.step = Step::Success1;
     }
 
-    /// The data of an AUTH_Receive of `al` bytes: the message the host is
-    /// due (zero-padded to `al`, at most 64 KiB).
-    pub fn receive(&mut self, al: usize) -> Vec<u8> {
+    /// The data of an AUTH_Receive of allocation length `al`: the message
+    /// the host is due, zero-padded to `al` (at most 64 KiB), or, when it
+    /// does not fit in `al`, the transaction fails: part of a message
+    /// would be a message the host cannot read.
+    pub fn receive(&mut self, al: usize) -> Received {
         let msg = match (self.outcome, self.step) {
             (Outcome::Pending, Step::Challenge) => match self.challenge() {
                 Some(c) => c,
@@ -281,12 +327,14 @@ impl Transaction {
                     None => None,
                 };
                 let msg = m::success1(self.tid, self.hash.size(), response.as_deref());
-                if self.c2.is_some() {
-                    self.step = Step::Success2;
-                } else {
-                    self.outcome = Outcome::Authenticated;
+                if msg.len() <= al {
+                    if self.c2.is_some() {
+                        self.step = Step::Success2;
+                    } else {
+                        self.outcome = Outcome::Authenticated;
+                    }
+                    self.session = None;
                 }
-                self.session = None;
                 msg
             }
             (Outcome::Pending, Step::Failure1) => self.failure1(),
@@ -295,11 +343,14 @@ impl Transaction {
                 self.failure1()
             }
         };
-        let mut msg = msg;
-        if al > msg.len() {
-            msg.resize(al.min(MAX_RECEIVE).max(msg.len()), 0);
+        if msg.len() > al {
+            self.fail(m::INCORRECT_PAYLOAD);
+            self.outcome = Outcome::Failed(m::INCORRECT_PAYLOAD);
+            return Received::TooShort { needed: msg.len() };
         }
-        msg
+        let mut msg = msg;
+        msg.resize(al.min(MAX_RECEIVE).max(msg.len()), 0);
+        Received::Message(msg)
     }
 
     fn failure1(&mut self) -> Vec<u8> {
