@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Capture real NVMe/TCP host traffic as seeds of the nvmf_capsule target.
+"""Capture real NVMe/TCP host traffic as seeds of the nvmf_queue_pair target.
 
 Runs the release io-engine daemon on 127.0.0.1 with the fuzz target's two
 devices (disk0: malloc, 1 MiB, 512-byte blocks, writable; null0: null,
@@ -16,7 +16,7 @@ hosts through the proxy:
   Management, Copy, Flush, Disconnect; it checks every answer's status.
 
 Every recorded host->target stream (one per connection) becomes one seed
-in corpus/nvmf_capsule/: a scenario byte (see the target's doc comment:
+in corpus/nvmf_queue_pair/: a scenario byte (see the target's doc comment:
 the queue, the digests and the device of the stream's ICReq and Connect),
 then what the host sent after its Connect, cut at a PDU boundary after at
 most MAX_PDUS PDUs and MAX_BYTES bytes, so that seeds stay small.
@@ -38,7 +38,7 @@ from capture_seeds import Proxy, free_port, write_seed
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-CORPUS = os.path.join(HERE, "corpus", "nvmf_capsule")
+CORPUS = os.path.join(HERE, "corpus", "nvmf_queue_pair")
 TARGET_DIR = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
 RELEASE = os.path.join(TARGET_DIR, "release")
 DISCOVERY_NQN = "nqn.2014-08.org.nvmexpress.discovery"

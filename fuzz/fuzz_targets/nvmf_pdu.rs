@@ -5,37 +5,43 @@
 //!
 //! The stream is cut into PDUs the way a connection cuts it: the common
 //! header, checked (`Header::check`) with and without digests against the
-//! connection's largest PDU, then the whole PDU. Whatever the check
-//! accepts must lie inside the PDU (its data after the header and any
-//! digest); a capsule's command decodes without a panic; a refusal is
-//! answered with a C2HTermReq quoting the header, of bounded size.
+//! limits of an admin and of an I/O queue, then the whole PDU. Whatever
+//! the check accepts must lie inside the PDU (its data after the header
+//! and any digest) and within its type's limit; a capsule's command
+//! decodes without a panic; a refusal is answered with a C2HTermReq
+//! quoting the header, of bounded size.
 
 #![no_main]
 
-use io_engine::export::nvmf::Command;
-use io_engine::export::nvmf::pdu::{self, Digests, Header, kind};
+use io_engine::export::nvmf::pdu::{self, Digests, Header, PduLimits, kind};
+use io_engine::export::nvmf::{Command, Limits};
 use libfuzzer_sys::fuzz_target;
 
-/// The connection's largest PDU (an H2CData of 128 KiB with digests).
-const MAX_PLEN: u32 = (pdu::DATA_HLEN + 8 + (128 << 10)) as u32;
-
 fuzz_target!(|data: &[u8]| {
-    for digests in [
-        Digests::default(),
-        Digests {
-            header: true,
-            data: true,
-        },
+    let limits = Limits::default();
+    for (digests, io) in [
+        (Digests::default(), true),
+        (
+            Digests {
+                header: true,
+                data: true,
+            },
+            true,
+        ),
+        (Digests::default(), false),
     ] {
+        let pdu_limits: PduLimits = limits.pdu_limits(io);
+        let max_data = pdu_limits.capsule_data.max(pdu_limits.h2c_data);
         let mut pos = 0;
         let mut out = Vec::with_capacity(256);
         while data.len() - pos >= pdu::COMMON_HEADER {
             let b = &data[pos..];
-            let h = Header::parse(b);
-            match h.check(digests, MAX_PLEN) {
+            let h = Header::parse(b).expect("8 bytes are there");
+            match h.check(digests, pdu_limits) {
                 Ok(len) => {
                     let plen = h.plen as usize;
-                    assert!(plen <= MAX_PLEN as usize);
+                    assert!(len <= max_data.max(pdu::TERM_MAX_DATA));
+                    assert!(plen <= 255 + max_data + 8);
                     assert!(h.hlen as usize + len <= plen);
                     if h.pdo != 0 {
                         assert!(h.pdo as usize + len <= plen);
@@ -54,7 +60,7 @@ fuzz_target!(|data: &[u8]| {
                         break;
                     }
                     if h.kind == kind::CAPSULE_CMD {
-                        let c = Command::from_slice(&b[pdu::COMMON_HEADER..]);
+                        let c = Command::from_slice(&b[pdu::COMMON_HEADER..]).expect("a command");
                         let _ = (c.opcode(), c.cid(), c.nsid(), c.sgl(), c.slba(), c.nlb());
                         let _ = (c.connect_qid(), c.connect_sqsize(), c.connect_kato());
                         assert!(c.nlb() >= 1 && c.nlb() <= 65536);
