@@ -837,10 +837,12 @@ fn a_host_gets_at_most_its_queues() {
     assert_eq!(cqe.status(), 0);
     let cntlid = cqe.dw0() as u16;
     assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
+    // 3 I/O queues granted or more (the limit may cap the grant; the
+    // fifth queue is refused either way).
     let cqe = admin.set_queues(8).unwrap();
     assert!(
-        cqe.status() == 0 && cqe.dw0() & 0xFFFF >= 3,
-        "4 queues or more"
+        cqe.status() == 0 && cqe.dw0() & 0xFFFF >= 2,
+        "3 I/O queues or more"
     );
     let mut ios: Vec<Host> = (1..=3)
         .map(|qid| {
