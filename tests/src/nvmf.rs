@@ -2,14 +2,18 @@
 //! the tests: to drive the target as a host would (ICReq, Connect,
 //! Property Set, commands with in-capsule data, R2T/H2CData, C2HData) and
 //! to send what real hosts never do (bad headers, wrong tags, digests
-//! that do not match).
+//! that do not match), DH-HMAC-CHAP from the host's side (the responses
+//! computed by Python's hashlib and hmac, never by the engine's code), and
+//! what a hostile host watches for: how the target reacted to what it sent
+//! ([`Reaction`]).
 //!
 //! Every socket has read and write timeouts: an answer that does not come
 //! is an error, never a hang.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 /// Read and write timeout of the host's sockets.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -127,8 +131,15 @@ impl Host {
 
     /// Sends an ICReq asking for the given digests; returns the ICResp.
     pub fn ic(&mut self, hdgst: bool, ddgst: bool) -> io::Result<Pdu> {
+        self.ic_hpda(hdgst, ddgst, 0)
+    }
+
+    /// [`Host::ic`] with HPDA `hpda`: the data of the PDUs the target
+    /// sends starts at a multiple of `4 * (hpda + 1)` bytes.
+    pub fn ic_hpda(&mut self, hdgst: bool, ddgst: bool, hpda: u8) -> io::Result<Pdu> {
         let mut req = vec![0u8; 128];
         req[..8].copy_from_slice(&[0, 0, 128, 0, 128, 0, 0, 0]);
+        req[10] = hpda;
         req[11] = hdgst as u8 | (ddgst as u8) << 1;
         req[12..16].copy_from_slice(&15u32.to_le_bytes()); // MAXR2T 16
         self.sock.write_all(&req)?;
@@ -296,13 +307,21 @@ impl Host {
     /// An admin queue to `subnqn`, enabled, and one I/O queue of `sqsize`
     /// (0-based), each Connect checked; returns both and the controller ID.
     pub fn pair(addr: SocketAddr, subnqn: &str, sqsize: u16) -> (Host, Host, u16) {
-        let (mut admin, cqe) = Host::admin(addr, subnqn, 0).unwrap();
+        Host::pair_as(addr, subnqn, HOST_NQN, sqsize)
+    }
+
+    /// [`Host::pair`] for host `hostnqn`.
+    pub fn pair_as(
+        addr: SocketAddr,
+        subnqn: &str,
+        hostnqn: &str,
+        sqsize: u16,
+    ) -> (Host, Host, u16) {
+        let (mut admin, cqe) = Host::admin_as(addr, subnqn, hostnqn).unwrap();
         assert_eq!(cqe.status(), 0, "admin Connect");
         let cntlid = cqe.dw0() as u16;
         assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
-        let mut io = Host::tcp(addr).unwrap();
-        io.ic(false, false).unwrap();
-        let cqe = io.connect(1, sqsize, cntlid, subnqn, HOST_NQN, 0).unwrap();
+        let (io, cqe) = Host::io_queue(addr, 1, sqsize, cntlid, subnqn, hostnqn).unwrap();
         assert_eq!(cqe.status(), 0, "I/O queue Connect");
         (admin, io, cntlid)
     }
@@ -313,6 +332,31 @@ impl Host {
         let mut h = Host::tcp(addr)?;
         h.ic(false, false)?;
         let cqe = h.connect(0, 31, 0xFFFF, subnqn, HOST_NQN, kato_ms)?;
+        Ok((h, cqe))
+    }
+
+    /// [`Host::admin`] for host `hostnqn`, without keep-alive timeout.
+    pub fn admin_as(addr: SocketAddr, subnqn: &str, hostnqn: &str) -> io::Result<(Host, Cqe)> {
+        let mut h = Host::tcp(addr)?;
+        h.ic(false, false)?;
+        let cqe = h.connect(0, 31, 0xFFFF, subnqn, hostnqn, 0)?;
+        Ok((h, cqe))
+    }
+
+    /// ICReq and Connect of I/O queue `qid` (SQSIZE `sqsize`, 0-based) of
+    /// controller `cntlid` for host `hostnqn`; returns the host and the
+    /// Connect's completion, whatever its status.
+    pub fn io_queue(
+        addr: SocketAddr,
+        qid: u16,
+        sqsize: u16,
+        cntlid: u16,
+        subnqn: &str,
+        hostnqn: &str,
+    ) -> io::Result<(Host, Cqe)> {
+        let mut h = Host::tcp(addr)?;
+        h.ic(false, false)?;
+        let cqe = h.connect(qid, sqsize, cntlid, subnqn, hostnqn, 0)?;
         Ok((h, cqe))
     }
 
@@ -366,9 +410,252 @@ impl Host {
     /// The first `len` bytes (a multiple of 4) of the discovery log page
     /// (70h).
     pub fn discovery_log(&mut self, len: u32) -> io::Result<(Cqe, Vec<u8>)> {
-        let numd = len / 4 - 1;
-        self.read_admin(Sqe::new(0x02, 0).with_cdw(10, 0x70 | numd << 16), len)
+        self.read_admin(discovery_log_command(len), len)
     }
+
+    /// Set Features, Number of Queues: asks for `n` I/O queues; the
+    /// completion's dword 0 says how many were granted (0-based).
+    pub fn set_queues(&mut self, n: u16) -> io::Result<Cqe> {
+        let n = u32::from(n - 1);
+        let sqe = Sqe::new(0x09, 0)
+            .with_cdw(10, 0x07)
+            .with_cdw(11, n | n << 16);
+        Ok(self.exec(sqe, &[], &[])?.0)
+    }
+
+    /// Keep Alive.
+    pub fn keep_alive(&mut self) -> io::Result<Cqe> {
+        Ok(self.exec(Sqe::new(0x18, 0), &[], &[])?.0)
+    }
+
+    /// AUTH_Send of DH-HMAC-CHAP message `msg`, in the capsule.
+    pub fn auth_send(&mut self, msg: &[u8]) -> io::Result<Cqe> {
+        Ok(self.exec(auth_send_command(msg.len() as u32), msg, &[])?.0)
+    }
+
+    /// AUTH_Receive with an allocation length (and SGL length) of `len`.
+    pub fn auth_receive(&mut self, len: u32) -> io::Result<(Cqe, Vec<u8>)> {
+        let sqe = Sqe::fabrics(0x06)
+            .with_bytes(41, &[0x01, 0x01, 0xE9])
+            .with_bytes(44, &len.to_le_bytes());
+        self.read_admin(sqe, len)
+    }
+
+    /// DH-HMAC-CHAP with the NULL DH group and SHA-256, transaction `tid`:
+    /// Negotiate, Challenge, Reply with `secret`'s response (by Python);
+    /// returns the last message the target sent (Success1 or Failure1).
+    /// Errors when a step's status is not success or the Challenge is not
+    /// one.
+    pub fn authenticate(
+        &mut self,
+        secret: &str,
+        hostnqn: &str,
+        subnqn: &str,
+        tid: u16,
+    ) -> io::Result<Vec<u8>> {
+        let fail = |what: &str| Err(io::Error::other(what.to_string()));
+        let cqe = self.auth_send(&negotiate(tid, &[HASH_SHA256], &[DHGROUP_NULL]))?;
+        if cqe.status() != 0 {
+            return fail(&format!("Negotiate: status {:#x}", cqe.status()));
+        }
+        let (cqe, c) = self.auth_receive(4096)?;
+        if cqe.status() != 0 || c.len() < 48 || (c[0], c[1], c[6]) != (1, 0x01, 32) {
+            return fail(&format!(
+                "no Challenge (status {:#x}): {:?}",
+                cqe.status(),
+                &c[..c.len().min(16)]
+            ));
+        }
+        let s1 = u32::from_le_bytes(c[12..16].try_into().unwrap());
+        let r = dhchap_response(secret, hostnqn, subnqn, &c[16..48], s1, tid);
+        let mut reply = vec![0u8; 16 + 64];
+        reply[..2].copy_from_slice(&[0x01, 0x02]);
+        reply[4..6].copy_from_slice(&tid.to_le_bytes());
+        reply[6] = 32;
+        reply[16..48].copy_from_slice(&r);
+        let cqe = self.auth_send(&reply)?;
+        if cqe.status() != 0 {
+            return fail(&format!("Reply: status {:#x}", cqe.status()));
+        }
+        let (cqe, answer) = self.auth_receive(4096)?;
+        if cqe.status() != 0 {
+            return fail(&format!("after the Reply: status {:#x}", cqe.status()));
+        }
+        Ok(answer)
+    }
+
+    /// Reads what the target sends until it closes the connection (EOF or
+    /// a reset), says nothing for `quiet`, or `within` has passed (at most
+    /// 10000 PDUs); the socket's read timeout is [`IO_TIMEOUT`] again
+    /// after.
+    pub fn react(&mut self, quiet: Duration, within: Duration) -> Reaction {
+        let end = Instant::now() + within;
+        let mut r = Reaction {
+            pdus: Vec::new(),
+            closed: false,
+        };
+        while r.pdus.len() < 10_000 {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let _ = self.sock.set_read_timeout(Some(left.min(quiet)));
+            match self.recv() {
+                Ok(p) => r.pdus.push(p),
+                Err(e) => {
+                    r.closed = matches!(
+                        e.kind(),
+                        io::ErrorKind::UnexpectedEof
+                            | io::ErrorKind::ConnectionReset
+                            | io::ErrorKind::ConnectionAborted
+                    );
+                    break;
+                }
+            }
+        }
+        let _ = self.sock.set_read_timeout(Some(IO_TIMEOUT));
+        r
+    }
+}
+
+/// How the target reacted to what a host sent: the PDUs it sent, and
+/// whether it closed the connection.
+#[derive(Debug)]
+pub struct Reaction {
+    /// The PDUs, in order.
+    pub pdus: Vec<Pdu>,
+    /// The target closed the connection (EOF or a reset).
+    pub closed: bool,
+}
+
+impl Reaction {
+    /// Whether a C2HTermReq came.
+    pub fn terminated(&self) -> bool {
+        self.pdus.iter().any(|p| p.kind == 0x03)
+    }
+
+    /// The completions that came, in order.
+    pub fn completions(&self) -> Vec<Cqe> {
+        self.pdus
+            .iter()
+            .filter(|p| p.kind == 0x05 && p.bytes.len() >= 24)
+            .map(|p| Cqe(p.bytes[8..24].try_into().unwrap()))
+            .collect()
+    }
+
+    /// Whether command `cid` was answered with a status other than
+    /// success.
+    pub fn failed(&self, cid: u16) -> bool {
+        self.completions()
+            .iter()
+            .any(|c| c.cid() == cid && c.status() != 0)
+    }
+
+    /// The PDU types that came, for messages.
+    pub fn kinds(&self) -> Vec<u8> {
+        self.pdus.iter().map(|p| p.kind).collect()
+    }
+}
+
+/// Get Log Page of the first `len` bytes (a multiple of 4) of the
+/// discovery log (70h), its data by C2HData.
+pub fn discovery_log_command(len: u32) -> Sqe {
+    let numd = len / 4 - 1;
+    Sqe::new(0x02, 0)
+        .with_cdw(10, 0x70 | numd << 16)
+        .with_bytes(32, &len.to_le_bytes())
+        .with_bytes(39, &[0x5A])
+}
+
+/// AUTH_Send of `len` bytes (DH-HMAC-CHAP: SECP E9h, SPSP 01h 01h); its
+/// data in the capsule once [`Host::exec`] or [`Sqe::set_sgl`] says so.
+pub fn auth_send_command(len: u32) -> Sqe {
+    Sqe::fabrics(0x05)
+        .with_bytes(41, &[0x01, 0x01, 0xE9])
+        .with_bytes(44, &len.to_le_bytes())
+}
+
+/// DH-HMAC-CHAP hash identifier of SHA-256.
+pub const HASH_SHA256: u8 = 0x01;
+/// DH-HMAC-CHAP group identifiers: NULL (no DH) and ffdhe2048.
+pub const DHGROUP_NULL: u8 = 0x00;
+/// ffdhe2048.
+pub const DHGROUP_FFDHE2048: u8 = 0x01;
+
+/// A Negotiate message (72 bytes): transaction `tid`, no secure channel,
+/// one DH-HMAC-CHAP descriptor offering `hashes` and `groups`.
+pub fn negotiate(tid: u16, hashes: &[u8], groups: &[u8]) -> Vec<u8> {
+    let mut m = vec![0u8; 72];
+    m[4..6].copy_from_slice(&tid.to_le_bytes());
+    m[7] = 1; // one protocol descriptor
+    m[8] = 1; // DH-HMAC-CHAP
+    m[10] = hashes.len() as u8;
+    m[11] = groups.len() as u8;
+    m[12..12 + hashes.len()].copy_from_slice(hashes);
+    m[42..42 + groups.len()].copy_from_slice(groups);
+    m
+}
+
+/// A Failure2 message (8 bytes), as a host ends a transaction:
+/// transaction `tid`, reason "authentication failure", explanation
+/// "failed".
+pub fn failure2(tid: u16) -> Vec<u8> {
+    let mut m = vec![0x00, 0xF0, 0, 0, 0, 0, 0x01, 0x01];
+    m[4..6].copy_from_slice(&tid.to_le_bytes());
+    m
+}
+
+/// A fresh DH-HMAC-CHAP secret as `nvme gen-dhchap-key --hmac=1` prints
+/// it (`DHHC-1:01:BASE64:`, a 32-byte key and its CRC-32), by Python.
+pub fn dhchap_secret() -> String {
+    const GEN: &str = r#"
+import os, zlib, base64
+k = os.urandom(32)
+print("DHHC-1:01:" + base64.b64encode(k + zlib.crc32(k).to_bytes(4, "little")).decode() + ":")
+"#;
+    let out = Command::new("python3")
+        .args(["-c", GEN])
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// The host's DH-HMAC-CHAP response (NULL DH group, SHA-256), by Python:
+/// HMAC(transformed key, C1 || SEQNUM || T_ID || 00h || "HostHost" ||
+/// NQNh || 00h || NQNs).
+pub fn dhchap_response(
+    secret: &str,
+    hostnqn: &str,
+    subnqn: &str,
+    c1: &[u8],
+    s1: u32,
+    tid: u16,
+) -> Vec<u8> {
+    const PY: &str = r#"
+import sys, hmac, hashlib, base64
+secret, host, sub, c1, s1, tid = sys.argv[1:]
+_, hh, b64 = secret.split(':')[:3]
+key = base64.b64decode(b64)[:-4]
+if int(hh):
+    key = hmac.new(key, host.encode() + b"NVMe-over-Fabrics", hashlib.sha256).digest()
+msg = bytes.fromhex(c1) + int(s1).to_bytes(4, 'little') + int(tid).to_bytes(2, 'little') \
+    + b'\0' + b'HostHost' + host.encode() + b'\0' + sub.encode()
+print(hmac.new(key, msg, hashlib.sha256).hexdigest())
+"#;
+    let c1: String = c1.iter().map(|b| format!("{b:02x}")).collect();
+    let (s1, tid) = (s1.to_string(), tid.to_string());
+    let out = Command::new("python3")
+        .args(["-c", PY, secret, hostnqn, subnqn, &c1, &s1, &tid])
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "{out:?}");
+    let hex = String::from_utf8(out.stdout).unwrap();
+    let hex = hex.trim();
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 /// CC with EN set and the queue entry sizes a host sets.
