@@ -19,6 +19,10 @@ use crate::reactor::{FdRegistration, Interest};
 
 /// Most pieces given to one `writev` (well under `IOV_MAX`).
 const MAX_IOVECS: usize = 64;
+/// Bytes sent, and at least half of those held, past which the sent ones
+/// are dropped from the front (else a client that never reads all of its
+/// output would make the bytes held grow without bound).
+const COMPACT_AT: usize = 64 << 10;
 
 /// An IO buffer to send whole (`len` bytes), after the first `at` bytes of
 /// [`Output::bytes`].
@@ -242,6 +246,14 @@ impl Output {
         }
         if self.is_empty() {
             self.clear();
+        } else if self.sent >= COMPACT_AT && 2 * self.sent >= self.bytes.len() {
+            // A client that reads, but never all of it: what it read goes,
+            // so the bytes held stay those it has yet to read.
+            self.bytes.drain(..self.sent);
+            for d in &mut self.data {
+                d.at -= self.sent;
+            }
+            self.sent = 0;
         }
     }
 }
@@ -328,6 +340,47 @@ mod tests {
         assert!(f.gone && f.released);
         assert!(out.is_empty());
         assert!(pool.get().is_some(), "the buffer is back");
+    }
+
+    /// A client that reads part of its output while more is queued behind
+    /// it, and never all of it: the bytes held stay those it has not read,
+    /// and it still gets every byte in order.
+    #[test]
+    fn output_read_in_part_forever_holds_only_what_is_unread() {
+        use crate::export::Sink;
+        struct Slow<'a>(&'a mut Vec<u8>, usize);
+        impl Sink for Slow<'_> {
+            fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+                let mut n = 0;
+                for b in bufs {
+                    let k = b.len().min(self.1 - n);
+                    self.0.extend_from_slice(&b[..k]);
+                    n += k;
+                }
+                Ok(n)
+            }
+        }
+        let pool = BufPool::new(PoolConfig::new("output-test", 4, 1).cache_size(0), 4096).unwrap();
+        let mut out = Output::with_capacity(64);
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        for i in 0..2000u32 {
+            // 1 KiB of replies queued, 900 bytes read, each round.
+            let reply = [i as u8; 1000];
+            out.bytes().extend_from_slice(&reply);
+            want.extend_from_slice(&reply);
+            if i % 100 == 0 {
+                let mut buf = pool.get().unwrap();
+                buf.as_mut_slice().fill(!(i as u8));
+                out.push_data(buf, 24);
+                want.extend_from_slice(&[!(i as u8); 24]);
+            }
+            out.write_to(&mut Slow(&mut got, 900)).unwrap();
+            assert!(out.heap_bytes() < 1 << 20, "{} held", out.heap_bytes());
+        }
+        while !out.is_empty() {
+            out.write_to(&mut Slow(&mut got, 900)).unwrap();
+        }
+        assert!(got == want, "every byte, in order");
     }
 
     /// More replies than one `writev` takes pieces: the rest goes in the
