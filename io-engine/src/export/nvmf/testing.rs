@@ -631,7 +631,7 @@ impl TestHost {
     /// (SHA-256, the NULL group), Challenge, Reply; returns the last
     /// message the target gave (Success1, or Failure1).
     pub fn authenticate(&mut self, hostnqn: &str, subnqn: &str) -> Vec<u8> {
-        let tid = 0x77;
+        let tid = 0x77u16;
         assert_eq!(
             self.auth_send(&m::negotiate(tid, &[1], &[m::DHGROUP_NULL]))
                 .status(),

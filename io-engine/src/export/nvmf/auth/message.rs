@@ -113,8 +113,9 @@ pub fn failure(id: u8, tid: u16, explanation: u8) -> Vec<u8> {
 }
 
 /// Negotiate, as a host sends it: no secure channel, one DH-HMAC-CHAP
-/// descriptor offering `hashes` and `dhgroups` (the unit tests' host).
-#[cfg(test)]
+/// descriptor offering `hashes` and `dhgroups` (the unit tests' and the
+/// fuzz targets' host).
+#[cfg(any(test, fuzzing))]
 pub fn negotiate(tid: u16, hashes: &[u8], dhgroups: &[u8]) -> Vec<u8> {
     let mut m = header(TYPE_COMMON, NEGOTIATE, tid).to_vec();
     m.resize(NEGOTIATE_LEN, 0);
@@ -129,7 +130,7 @@ pub fn negotiate(tid: u16, hashes: &[u8], dhgroups: &[u8]) -> Vec<u8> {
 
 /// Reply, as a host sends it: its response, its challenge C2 (with
 /// sequence number `seqnum`, or none), its DH value.
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 pub fn reply(tid: u16, response: &[u8], c2: Option<(&[u8], u32)>, dh: &[u8]) -> Vec<u8> {
     let hl = response.len();
     let mut m = header(TYPE_DHCHAP, REPLY, tid).to_vec();
@@ -149,7 +150,7 @@ pub fn reply(tid: u16, response: &[u8], c2: Option<(&[u8], u32)>, dh: &[u8]) -> 
 }
 
 /// Success2, as a host sends it.
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 pub fn success2(tid: u16) -> Vec<u8> {
     header(TYPE_DHCHAP, SUCCESS2, tid).to_vec()
 }
