@@ -1,12 +1,19 @@
 //! TLS to the engine: the CA that verifies the engine's certificate, the
 //! client certificate for mutual TLS, and the name the engine's
 //! certificate must carry, as `--tls-*` give them; and the one-line
-//! explanation of a failed handshake.
+//! explanation of a failed handshake. The files are read and checked by
+//! the engine's own TLS file loader (`io_engine::env`), so the CLI accepts
+//! what the daemon accepts and names a bad file the same way, before it
+//! connects (a key that does not match its certificate included).
 //!
 //! Thread: the CLI's main thread (files read before connecting).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use io_engine::env::tls_ca::TlsCa;
+use io_engine::env::tls_file::TlsFile;
+use io_engine::env::tls_file_error::TlsFileError;
+use io_engine::env::tls_identity::TlsIdentity;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 use crate::error::CtlError;
@@ -64,10 +71,12 @@ impl ClientTls {
     pub(crate) fn config(&self) -> Result<ClientTlsConfig, CtlError> {
         let mut config = ClientTlsConfig::new();
         if let Some(ca) = &self.ca {
-            config = config.ca_certificate(Certificate::from_pem(read(ca)?));
+            let ca = TlsCa::load(ca).map_err(file_error)?;
+            config = config.ca_certificate(Certificate::from_pem(ca.pem()));
         }
         if let (Some(cert), Some(key)) = (&self.cert, &self.key) {
-            config = config.identity(Identity::from_pem(read(cert)?, read(key)?));
+            let identity = TlsIdentity::load(cert, key).map_err(file_error)?;
+            config = config.identity(Identity::from_pem(identity.cert_pem(), identity.key_pem()));
         }
         if let Some(name) = &self.server_name {
             config = config.domain_name(name.clone());
@@ -76,12 +85,14 @@ impl ClientTls {
     }
 }
 
-/// A file's bytes, or an error naming it.
-fn read(path: &Path) -> Result<Vec<u8>, CtlError> {
-    std::fs::read(path).map_err(|e| CtlError::TlsFile {
-        path: path.to_path_buf(),
-        cause: e,
-    })
+/// A `--tls-*` file's error, with the option that named the file.
+fn file_error(source: TlsFileError) -> CtlError {
+    let option = match source.file() {
+        TlsFile::Certificate => "--tls-cert",
+        TlsFile::Key => "--tls-key",
+        TlsFile::Ca => "--tls-ca",
+    };
+    CtlError::TlsFile { option, source }
 }
 
 /// What a connection error means when TLS is in use: the rustls alert or
@@ -165,5 +176,36 @@ mod tests {
             ..ClientTls::default()
         };
         assert!(named.any());
+    }
+
+    #[test]
+    fn a_bad_file_is_named_with_its_option() {
+        let dir = std::env::temp_dir().join(format!("io-engine-ctl-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("missing.crt");
+        let not_pem = dir.join("not-pem.crt");
+        std::fs::write(&not_pem, "hello\n").unwrap();
+        let error = |tls: ClientTls| tls.config().unwrap_err().to_string();
+        let ca = error(ClientTls {
+            ca: Some(missing.clone()),
+            ..ClientTls::default()
+        });
+        assert!(
+            ca.starts_with(&format!("--tls-ca {}: cannot read: ", missing.display())),
+            "{ca}"
+        );
+        let cert = error(ClientTls {
+            cert: Some(not_pem.clone()),
+            key: Some(missing.clone()),
+            ..ClientTls::default()
+        });
+        assert!(
+            cert.starts_with(&format!(
+                "--tls-cert {}: no PEM certificate in it",
+                not_pem.display()
+            )),
+            "{cert}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -32,14 +32,14 @@ pub(crate) enum CtlError {
         /// What failed and what to check.
         message: String,
     },
-    /// A `--tls-*` file cannot be read.
-    #[error("cannot read {}: {cause}", path.display())]
+    /// A `--tls-*` file cannot be read or used: `--tls-key FILE: this key
+    /// does not match the certificate in ...`.
+    #[error("{option} {source}")]
     TlsFile {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Why.
-        #[source]
-        cause: io::Error,
+        /// The option that named the file.
+        option: &'static str,
+        /// What is wrong with the file (the message names it).
+        source: io_engine::env::tls_file_error::TlsFileError,
     },
     /// An RPC got no answer in time.
     #[error(

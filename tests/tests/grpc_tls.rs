@@ -3,7 +3,8 @@
 //! `proto/`) and `io-engine-ctl` over https; the refusals (no client
 //! certificate, another CA's, the server checked against the wrong CA, a
 //! plaintext client); and the start-up rules: plaintext gRPC only on
-//! loopback, TLS files checked with errors naming the file.
+//! loopback, TLS files checked with errors naming the file, by the daemon
+//! and by `io-engine-ctl` (with the option that named it).
 
 use std::path::Path;
 use std::process::Output;
@@ -260,4 +261,45 @@ fn bad_tls_files_are_named_at_start() {
     let (out, _) = run_daemon_to_exit(["-l", &cpu, "--grpc-tls-cert", path(&pki.server_cert)], &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--grpc-tls-key"));
+}
+
+#[test]
+fn ctl_names_a_bad_tls_file_before_connecting() {
+    let dir = TempDir::new("grpc-tls-ctl-files");
+    let pki = TestPki::create(dir.path()).expect("create the test PKI");
+    let missing = dir.path().join("missing.crt");
+    // Nothing listens there: the files are checked before connecting.
+    let url = "https://127.0.0.1:1";
+    let cases: [(Vec<&str>, String); 2] = [
+        (
+            vec!["--tls-ca", path(&missing)],
+            format!("--tls-ca {}: cannot read: ", missing.display()),
+        ),
+        (
+            vec![
+                "--tls-ca",
+                path(&pki.ca),
+                "--tls-cert",
+                path(&pki.client_cert),
+                "--tls-key",
+                path(&pki.other_client_key),
+            ],
+            format!(
+                "--tls-key {}: this key does not match the certificate in {}",
+                pki.other_client_key.display(),
+                pki.client_cert.display()
+            ),
+        ),
+    ];
+    for (mut args, expected) in cases {
+        args.extend(["engine", "info"]);
+        let out = ctl(url, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("io-engine-ctl: error: {expected}")),
+            "{expected}: {stderr}"
+        );
+    }
 }

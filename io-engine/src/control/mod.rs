@@ -3,8 +3,9 @@
 //! file per service. The services only map messages onto the engine; its
 //! rules (what may be destroyed, perf defaults, how counters are read) live
 //! in `engine`. The listener speaks TLS (mTLS with a client CA) when
-//! `grpc_tls` is given certificates; plaintext only on loopback unless the
-//! operator insists (`grpc_tls_args`).
+//! `grpc_tls` is given certificates (read by `env`'s TLS file loader);
+//! plaintext only on loopback unless the operator insists
+//! (`grpc_tls_args`).
 //!
 //! Thread: the control-plane runtime, a small tokio runtime whose threads
 //! are not reactors. Requests reach the data plane only through the
@@ -21,7 +22,6 @@ mod error;
 mod export_service;
 mod grpc_tls;
 mod grpc_tls_args;
-mod grpc_tls_error;
 mod limits;
 mod perf_service;
 mod request_limit;
@@ -36,7 +36,6 @@ pub use error::ControlError;
 pub use export_service::ExportService;
 pub use grpc_tls::{GrpcTls, HANDSHAKE_TIMEOUT};
 pub use grpc_tls_args::GrpcTlsArgs;
-pub use grpc_tls_error::GrpcTlsError;
 pub use limits::Limits;
 pub use perf_service::PerfService;
 pub use request_limit::{RequestLimit, RequestLimitLayer};

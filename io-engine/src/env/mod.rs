@@ -2,8 +2,9 @@
 //! cgroup limits (CPU quota, memory limit) and the reactor count sized from
 //! them, core slots (a unique number per data-path thread), hugepage-backed DMA
 //! memory, its IOVA and the memory check before mapping it, the cycle
-//! clock, the size of the last-level cache, and Unix socket paths owned
-//! like ports.
+//! clock, the size of the last-level cache, Unix socket paths owned like
+//! ports, and the TLS files (certificate chain, private key, CA bundle)
+//! every TLS user reads through one loader (`tls_identity`, `tls_ca`).
 //!
 //! Thread: any. Nothing here keeps per-core state.
 
@@ -19,6 +20,13 @@ pub mod cpu_quota;
 pub mod dma;
 pub mod logging;
 pub mod memory_limit;
+mod pem_file;
 pub mod socket_path;
+pub mod tls_ca;
+pub mod tls_file;
+pub mod tls_file_error;
+pub mod tls_identity;
+#[cfg(test)]
+pub(crate) mod tls_scratch;
 pub mod tsc;
 pub mod xorshift;

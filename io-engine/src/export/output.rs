@@ -10,6 +10,24 @@
 //! Thread: the connection's reactor (`!Send`: it holds IO buffers of the
 //! connection's pools).
 
+// What goes out is shaped by what clients ask (READ lengths, how many
+// replies), and, as with the NBD code, that must never panic a reactor:
+// the reactor survives a panic, but the connection is left half-done (IO
+// in flight, buffers, its place in the export). Hence no unwrap, expect,
+// indexing, slicing, panics or placeholders outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented
+    )
+)]
+
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 
@@ -194,31 +212,35 @@ impl Output {
     pub(in crate::export) fn write_to<S: Sink>(&mut self, sock: &mut S) -> io::Result<usize> {
         let mut iov: [IoSlice<'_>; MAX_IOVECS] = [IoSlice::new(&[]); MAX_IOVECS];
         let mut n = 0;
-        let mut pos = self.sent;
-        // Bytes up to `limit` may go in this write: those before the first
-        // buffer left for the next one.
-        let mut limit = self.bytes.len();
-        for (i, d) in self.data.iter().enumerate() {
-            if n + 2 > MAX_IOVECS {
-                limit = d.at;
-                break;
-            }
-            if d.at > pos {
-                iov[n] = IoSlice::new(&self.bytes[pos..d.at]);
-                n += 1;
-            }
-            let from = if i == 0 { self.data_sent } else { 0 };
-            iov[n] = IoSlice::new(&d.buf.as_slice()[from..d.len]);
-            n += 1;
-            pos = d.at;
-        }
-        if n < MAX_IOVECS && pos < limit {
-            iov[n] = IoSlice::new(&self.bytes[pos..limit]);
+        for (slot, piece) in iov.iter_mut().zip(self.pieces()) {
+            *slot = IoSlice::new(piece);
             n += 1;
         }
-        let written = sock.write_vectored(&iov[..n])?;
+        let written = sock.write_vectored(iov.get(..n).unwrap_or_default())?;
         self.advance(written);
         Ok(written)
+    }
+
+    /// What is left to send, in order: runs of `bytes` and the buffers
+    /// spliced between them, none empty. Any number of its first pieces is
+    /// a prefix of the output. It would end at a piece out of bounds
+    /// (never: a buffer's `at` is within `bytes` and not before `sent`,
+    /// its `len` within it).
+    fn pieces(&self) -> impl Iterator<Item = &[u8]> {
+        let mut pos = self.sent;
+        let tail = self.data.back().map_or(self.sent, |d| d.at);
+        self.data
+            .iter()
+            .enumerate()
+            .flat_map(move |(i, d)| {
+                let before = self.bytes.get(pos..d.at);
+                pos = d.at;
+                let from = if i == 0 { self.data_sent } else { 0 };
+                [before, d.buf.as_slice().get(from..d.len)]
+            })
+            .chain([self.bytes.get(tail..)])
+            .map_while(|piece| piece)
+            .filter(|piece| !piece.is_empty())
     }
 
     /// Marks `n` more bytes sent; buffers sent whole go back.

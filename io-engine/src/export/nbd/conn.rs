@@ -404,7 +404,9 @@ impl Connection {
             // Checked per request, not only once a round: a request that
             // arrives after the unshare returned is never executed.
             st.phase.notice_closing();
-            let input = &st.input[st.start..];
+            // `start` never passes the input's end (it moves by what a step
+            // used of this slice); an empty slice if it did.
+            let input = st.input.get(st.start..).unwrap_or_default();
             let output = &mut st.output;
             let backlog = output.len() > OUTPUT_HIGH_WATER;
             let step = match &mut st.phase {
@@ -516,7 +518,10 @@ impl Connection {
         // Outside transmission the output is bytes only, the unsent last.
         let unsent = output.len();
         let bytes = output.bytes();
-        let clear = bytes[bytes.len() - unsent..].to_vec();
+        let clear = bytes
+            .get(bytes.len().saturating_sub(unsent)..)
+            .unwrap_or_default()
+            .to_vec();
         output.clear();
         TlsSession::new(config.clone(), clear).map_err(|e| e.to_string())
     }
@@ -584,9 +589,16 @@ impl Connection {
             return Some(n);
         }
         let (req, mut buf, filled) = tx.payload.take()?;
-        let want = req.length as usize - filled;
-        let n = want.min(input.len());
-        buf.as_mut_slice()[filled..filled + n].copy_from_slice(&input[..n]);
+        // The buffer holds the whole payload (taken for `req.length`
+        // bytes), `filled` of them in.
+        let unfilled = buf
+            .as_mut_slice()
+            .get_mut(filled..req.length as usize)
+            .unwrap_or_default();
+        let n = unfilled.len().min(input.len());
+        if let (Some(to), Some(from)) = (unfilled.get_mut(..n), input.get(..n)) {
+            to.copy_from_slice(from);
+        }
         if filled + n < req.length as usize {
             tx.payload = Some((req, buf, filled + n));
         } else {
@@ -640,44 +652,46 @@ impl Connection {
             self.hold.accepted();
         }
         if let Err(errno) = valid {
-            tx.skip = req.payload_len();
-            tx.counters.error(errno);
-            self.reply_error(tx.structured, &req, errno, output);
+            self.refuse(tx, &req, errno, output);
             return Ok(used);
         }
         let (offset, len) = (req.offset, req.length as u64);
-        match req.kind {
-            Command::Read => {
-                let buf = buf.expect("a valid READ took a buffer above");
+        match (req.kind, buf) {
+            (Command::Read, Some(buf)) => {
                 self.submit(tx, &req, IoRequest::read(buf, offset, len), output, start);
             }
-            Command::Write => {
-                let buf = buf.expect("a valid WRITE took a buffer above");
+            (Command::Write, Some(buf)) => {
                 tx.payload = Some((req, buf, 0));
                 self.payload_start.set(start);
             }
-            Command::Flush => {
+            // Never: `validate` refuses unknown commands, and a valid READ
+            // or WRITE took a buffer above. Refused as `validate` would.
+            (Command::Unknown(_) | Command::Read | Command::Write, _) => {
+                self.refuse(tx, &req, EINVAL, output);
+            }
+            (Command::Flush, _) => {
                 let io = IoRequest::no_data(IoType::Flush, 0, 0);
                 self.submit(tx, &req, io, output, start);
             }
-            Command::Trim => {
+            (Command::Trim, _) => {
                 let io = IoRequest::no_data(IoType::Unmap, offset, len);
                 self.submit(tx, &req, io, output, start);
             }
-            Command::WriteZeroes => {
+            (Command::WriteZeroes, _) => {
                 let io = IoRequest::no_data(IoType::WriteZeroes, offset, len);
                 self.submit(tx, &req, io, output, start);
             }
-            Command::Cache => {
+            (Command::Cache, _) => {
                 // Device memory is as close as a cache gets: nothing to do.
                 put_simple_reply(output.bytes(), req.cookie, 0);
                 self.hold.replied(start);
                 self.reply_queued(req.kind, start);
             }
-            Command::BlockStatus => {
+            (Command::BlockStatus, _) => {
                 let export = &tx.export;
-                let end = (offset + len).min(export.size);
-                let len = (end - offset).min(u32::MAX as u64) as u32;
+                // `validate` checked that the range is within the export.
+                let end = offset.saturating_add(len).min(export.size);
+                let len = end.saturating_sub(offset).min(u32::MAX as u64) as u32;
                 let id = tx.block_status.unwrap_or(0);
                 put_block_status(
                     output.bytes(),
@@ -689,12 +703,18 @@ impl Connection {
                 self.hold.replied(start);
                 self.reply_queued(req.kind, start);
             }
-            Command::Disc => {
+            (Command::Disc, _) => {
                 tx.disc = true;
             }
-            Command::Unknown(_) => unreachable!("validate refuses unknown commands"),
         }
         Ok(used)
+    }
+
+    /// Answers `req` with `errno`, its payload (if any) skipped.
+    fn refuse(&self, tx: &mut Tx, req: &Request, errno: u32, output: &mut Output) {
+        tx.skip = req.payload_len();
+        tx.counters.error(errno);
+        self.reply_error(tx.structured, req, errno, output);
     }
 
     /// Submits `io` for `req`, read at `start` (TSC).
@@ -760,17 +780,8 @@ impl Connection {
         let now = tsc::now();
         self.hold.replied(now);
         self.reply_queued(req.kind, now);
-        if structured && req.kind == Command::Read {
-            put_structured_error(
-                output.bytes(),
-                req.cookie,
-                errno,
-                error_message(errno),
-                true,
-            );
-        } else {
-            put_simple_reply(output.bytes(), req.cookie, errno);
-        }
+        let read = req.kind == Command::Read;
+        put_error(output, structured, read, req.cookie, errno);
     }
 
     /// The command of a completed IO and when its request was read (TSC).
@@ -820,9 +831,17 @@ fn put_completion(output: &mut Output, structured: bool, io: &mut IoDone) {
                 put_offset_hole(output.bytes(), cookie, offset, len as u32, true);
                 return;
             }
-            let mut buf = io.take_buf().expect("a read carries its buffer");
-            if io.reads_zeroes() {
-                buf.as_mut_slice()[..len as usize].fill(0);
+            // A READ carries its buffer, of `len` bytes or more: one that
+            // did not would be answered EIO.
+            let buf = io.take_buf();
+            let Some(mut buf) = buf.filter(|b| b.as_slice().len() >= len as usize) else {
+                put_error(output, structured, true, cookie, EIO);
+                return;
+            };
+            if io.reads_zeroes()
+                && let Some(data) = buf.as_mut_slice().get_mut(..len as usize)
+            {
+                data.fill(0);
             }
             if structured {
                 put_offset_data_header(output.bytes(), cookie, offset, len as u32, true);
@@ -832,14 +851,17 @@ fn put_completion(output: &mut Output, structured: bool, io: &mut IoDone) {
             output.push_data(buf, len as usize);
         }
         Ok(()) => put_simple_reply(output.bytes(), cookie, 0),
-        Err(e) => {
-            let errno = errno_of(&e);
-            if structured && op == IoType::Read {
-                put_structured_error(output.bytes(), cookie, errno, error_message(errno), true);
-            } else {
-                put_simple_reply(output.bytes(), cookie, errno);
-            }
-        }
+        Err(e) => put_error(output, structured, op == IoType::Read, cookie, errno_of(&e)),
+    }
+}
+
+/// Appends an error reply: a structured error chunk to a READ when
+/// structured replies are on, else a simple reply.
+fn put_error(output: &mut Output, structured: bool, read: bool, cookie: u64, errno: u32) {
+    if structured && read {
+        put_structured_error(output.bytes(), cookie, errno, error_message(errno), true);
+    } else {
+        put_simple_reply(output.bytes(), cookie, errno);
     }
 }
 

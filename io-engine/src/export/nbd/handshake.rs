@@ -181,18 +181,6 @@ impl fmt::Debug for Handshake {
     }
 }
 
-fn be_u16(b: &[u8]) -> u16 {
-    u16::from_be_bytes([b[0], b[1]])
-}
-
-fn be_u32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-}
-
-fn be_u64(b: &[u8]) -> u64 {
-    u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
-}
-
 /// A bounds-checked reader over one option's data.
 struct Reader<'a> {
     buf: &'a [u8],
@@ -200,20 +188,24 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.buf.len() < n {
-            return None;
-        }
-        let (head, tail) = self.buf.split_at(n);
+        let (head, tail) = self.buf.split_at_checked(n)?;
         self.buf = tail;
         Some(head)
     }
 
+    /// The next `N` bytes, as an array.
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let (head, tail) = self.buf.split_first_chunk::<N>()?;
+        self.buf = tail;
+        Some(*head)
+    }
+
     fn u16(&mut self) -> Option<u16> {
-        self.take(2).map(be_u16)
+        self.array().map(u16::from_be_bytes)
     }
 
     fn u32(&mut self) -> Option<u32> {
-        self.take(4).map(be_u32)
+        self.array().map(u32::from_be_bytes)
     }
 
     /// A u32-length-prefixed string of at most [`MAX_STRING_LEN`] bytes.
@@ -250,11 +242,13 @@ fn reply_error(out: &mut Vec<u8>, option: u32, reply_type: u32, message: &str) {
     put_option_reply(out, option, reply_type, message.as_bytes());
 }
 
+/// Appends an INFO reply; a payload too long for the reply's `u32`
+/// length (never, in practice) is cut to fit.
 fn put_info(out: &mut Vec<u8>, option: u32, info: u16, payload: &[u8]) {
-    let len = (2 + payload.len()).min(u32::MAX as usize) as u32;
-    put_option_reply_header(out, option, REP_INFO, len);
+    let payload = at_most(payload, u32::MAX as usize - 2);
+    put_option_reply_header(out, option, REP_INFO, (2 + payload.len()) as u32);
     out.extend_from_slice(&info.to_be_bytes());
-    out.extend_from_slice(&payload[..len as usize - 2]);
+    out.extend_from_slice(payload);
 }
 
 impl Handshake {
@@ -315,38 +309,40 @@ impl Handshake {
         if !self.greeted {
             return Err(HandshakeError::GreetingNotSent);
         }
-        let mut pos = 0;
+        // What is left of `input`, always a tail of it: the bytes consumed
+        // are `input.len() - rest.len()`.
+        let mut rest = input;
         loop {
-            let rest = &input[pos..];
+            let pos = input.len() - rest.len();
             match self.state {
                 State::Done => return Err(HandshakeError::Finished),
                 State::ClientFlags => {
-                    if rest.len() < 4 {
+                    let Some((flags, tail)) = rest.split_first_chunk::<4>() else {
                         return Ok((pos, None));
-                    }
-                    let flags = be_u32(rest);
+                    };
+                    let flags = u32::from_be_bytes(*flags);
                     if flags & !KNOWN_CLIENT_FLAGS != 0 {
                         self.state = State::Done;
                         return Err(HandshakeError::UnknownClientFlags(flags));
                     }
                     self.no_zeroes = flags & FLAG_C_NO_ZEROES != 0;
-                    pos += 4;
+                    rest = tail;
                     self.state = State::Options;
                 }
                 State::Options => {
-                    if rest.len() < 8 {
+                    let Some(magic) = rest.first_chunk::<8>() else {
                         return Ok((pos, None));
-                    }
-                    let magic = be_u64(rest);
+                    };
+                    let magic = u64::from_be_bytes(*magic);
                     if magic != IHAVEOPT {
                         self.state = State::Done;
                         return Err(HandshakeError::BadOptionMagic(magic));
                     }
-                    if rest.len() < OPTION_HEADER_LEN {
+                    let Some((h, tail)) = rest.split_first_chunk::<OPTION_HEADER_LEN>() else {
                         return Ok((pos, None));
-                    }
-                    let option = be_u32(&rest[8..]);
-                    let len = be_u32(&rest[12..]);
+                    };
+                    let option = u32::from_be_bytes([h[8], h[9], h[10], h[11]]);
+                    let len = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
                     if len > MAX_OPTION_LEN {
                         if option == OPT_EXPORT_NAME {
                             tracing::debug!(len, "nbd: over-long EXPORT_NAME, disconnecting");
@@ -358,7 +354,7 @@ impl Handshake {
                         } else {
                             REP_ERR_UNSUP
                         };
-                        pos += OPTION_HEADER_LEN;
+                        rest = tail;
                         self.state = State::Discard {
                             option,
                             remaining: len,
@@ -366,17 +362,15 @@ impl Handshake {
                         };
                         continue;
                     }
-                    let total = OPTION_HEADER_LEN + len as usize;
-                    if rest.len() < total {
+                    let Some((data, tail)) = tail.split_at_checked(len as usize) else {
                         return Ok((pos, None));
-                    }
-                    let data = &rest[OPTION_HEADER_LEN..total];
-                    pos += total;
+                    };
+                    rest = tail;
                     if let Some(outcome) = self.handle_option(option, data, out) {
                         if outcome != Outcome::StartTls {
                             self.state = State::Done;
                         }
-                        return Ok((pos, Some(outcome)));
+                        return Ok((input.len() - rest.len(), Some(outcome)));
                     }
                 }
                 State::Discard {
@@ -384,8 +378,9 @@ impl Handshake {
                     remaining,
                     reply,
                 } => {
+                    // At most `remaining`, a u32, and at most what is there.
                     let n = rest.len().min(remaining as usize);
-                    pos += n;
+                    rest = rest.get(n..).unwrap_or_default();
                     let remaining = remaining - n as u32;
                     if remaining > 0 {
                         self.state = State::Discard {
@@ -393,7 +388,7 @@ impl Handshake {
                             remaining,
                             reply,
                         };
-                        return Ok((pos, None));
+                        return Ok((input.len() - rest.len(), None));
                     }
                     self.state = State::Options;
                     let (reply, message) = if self.tls_required(option) {

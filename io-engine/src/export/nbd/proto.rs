@@ -266,9 +266,14 @@ pub fn put_option_reply_header(out: &mut Vec<u8>, option: u32, reply_type: u32, 
 /// `data` is at most a few KiB in every caller (strings are capped at
 /// [`MAX_STRING_LEN`]); a longer slice is truncated to `u32::MAX` bytes.
 pub fn put_option_reply(out: &mut Vec<u8>, option: u32, reply_type: u32, data: &[u8]) {
-    let data = &data[..data.len().min(u32::MAX as usize)];
+    let data = at_most(data, u32::MAX as usize);
     put_option_reply_header(out, option, reply_type, data.len() as u32);
     out.extend_from_slice(data);
+}
+
+/// The first `max` bytes of `data`, or all of it when it is shorter.
+pub(super) fn at_most(data: &[u8], max: usize) -> &[u8] {
+    data.get(..max).unwrap_or(data)
 }
 
 /// Appends a simple reply (16 bytes). For a successful simple READ reply the

@@ -59,10 +59,11 @@ impl CoreDurations {
         };
         add(&c.total_ticks, ticks);
         let ns = ((ticks as u128 * self.ns_per_tick as u128) >> 32) as u64;
-        add(
-            &c.buckets[latency_bucket_bounds_ns().partition_point(|&b| b < ns)],
-            1,
-        );
+        // At most the bounds' count: the last bucket, `+Inf`.
+        let bucket = latency_bucket_bounds_ns().partition_point(|&b| b < ns);
+        if let Some(b) = c.buckets.get(bucket) {
+            add(b, 1);
+        }
     }
 }
 

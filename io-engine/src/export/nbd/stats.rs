@@ -49,7 +49,10 @@ impl ExportCounters {
     /// A request arrived.
     #[inline]
     pub fn request(&self, c: Command) {
-        self.requests[command_index(c)].fetch_add(1, Ordering::Relaxed);
+        // `command_index` is a [`COMMANDS`] index, one per counter.
+        if let Some(n) = self.requests.get(command_index(c)) {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// A snapshot, for export `export` with `connections` attached.
@@ -79,11 +82,13 @@ impl ExportCounters {
 
     /// A request was answered with `errno` (0: the connection was closed).
     pub fn error(&self, errno: u32) {
-        let i = ERRNOS
+        let named = ERRNOS
             .iter()
-            .position(|e| e.0 == errno)
-            .unwrap_or(ERRNOS.len());
-        self.errors[i].fetch_add(1, Ordering::Relaxed);
+            .zip(&self.errors)
+            .find_map(|(e, n)| (e.0 == errno).then_some(n));
+        if let Some(n) = named.or(self.errors.last()) {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -175,7 +180,8 @@ impl NbdCounters {
     /// log a line for it, adding that `n` more went unlogged since the last
     /// one; `None`: do not (one line per [`REFUSAL_LOG_INTERVAL`]).
     pub fn refused(&self, why: Refusal, now: Instant) -> Option<u64> {
-        let (count, log) = &self.refused[why.index()];
+        // `index` is a [`Refusal::ALL`] index, one per counter.
+        let (count, log) = self.refused.get(why.index())?;
         count.fetch_add(1, Ordering::Relaxed);
         log.note(now)
     }
@@ -185,7 +191,8 @@ impl NbdCounters {
     pub fn unlogged(&self, now: Instant) -> Vec<(Refusal, u64)> {
         Refusal::ALL
             .iter()
-            .filter_map(|&r| Some((r, self.refused[r.index()].1.flush(now)?)))
+            .zip(&self.refused)
+            .filter_map(|(&r, (_, log))| Some((r, log.flush(now)?)))
             .collect()
     }
 
@@ -196,12 +203,8 @@ impl NbdCounters {
             sessions: self.sessions(),
             refused: Refusal::ALL
                 .iter()
-                .map(|r| {
-                    (
-                        r.name().to_string(),
-                        self.refused[r.index()].0.load(Ordering::Relaxed),
-                    )
-                })
+                .zip(&self.refused)
+                .map(|(r, (count, _))| (r.name().to_string(), count.load(Ordering::Relaxed)))
                 .collect(),
         }
     }

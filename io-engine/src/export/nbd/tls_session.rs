@@ -67,13 +67,14 @@ impl TlsSession {
     pub fn read(&mut self, sock: &Stream, input: &mut Vec<u8>, peer: &str) -> TlsRead {
         self.cipher.clear();
         self.cipher.reserve(READ_CHUNK);
-        let n = match rustix::io::read(sock, rustix::buffer::spare_capacity(&mut self.cipher)) {
+        match rustix::io::read(sock, rustix::buffer::spare_capacity(&mut self.cipher)) {
             Ok(0) => return TlsRead::Closed,
-            Ok(n) => n,
+            Ok(_) => {}
             Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => return TlsRead::Open,
             Err(_) => return TlsRead::Closed,
-        };
-        let mut rest = &self.cipher[..n];
+        }
+        // The read appended what it read to the emptied buffer.
+        let mut rest = self.cipher.as_slice();
         while !rest.is_empty() {
             if let Err(e) = self.conn.read_tls(&mut rest) {
                 // Only "plaintext buffer full", which draining below prevents.
@@ -119,9 +120,8 @@ impl TlsSession {
 
     /// Writes what it holds: the clear bytes, then the records.
     fn push(&mut self, sock: &Stream) -> io::Result<()> {
-        while self.clear_sent < self.clear.len() {
-            let n = rustix::io::write(sock, &self.clear[self.clear_sent..])?;
-            self.clear_sent += n;
+        while let Some(unsent) = self.clear.get(self.clear_sent..).filter(|u| !u.is_empty()) {
+            self.clear_sent += rustix::io::write(sock, unsent)?;
         }
         while self.conn.wants_write() {
             if self.conn.write_tls(&mut SocketWriter(sock))? == 0 {

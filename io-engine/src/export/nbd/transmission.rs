@@ -180,8 +180,8 @@ impl RequestParser {
     /// bytes were used; a WRITE's payload follows them. The magic is checked
     /// as soon as 4 bytes are there.
     pub fn parse(input: &[u8]) -> Result<Option<(Request, usize)>, ProtocolError> {
-        if input.len() >= 4 {
-            let magic = u32::from_be_bytes([input[0], input[1], input[2], input[3]]);
+        if let Some(magic) = input.first_chunk::<4>() {
+            let magic = u32::from_be_bytes(*magic);
             if magic != REQUEST_MAGIC {
                 return Err(ProtocolError::BadMagic { magic });
             }

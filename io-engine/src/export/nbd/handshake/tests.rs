@@ -1036,10 +1036,13 @@ fn transmission_flags_follow_the_export() {
 /// Checks that `out` is a sequence of well-formed option replies.
 fn well_formed_replies(mut out: &[u8]) -> bool {
     while !out.is_empty() {
-        if out.len() < OPTION_REPLY_HEADER_LEN || be_u64(out) != OPTION_REPLY_MAGIC {
+        let Some(h) = out.first_chunk::<OPTION_REPLY_HEADER_LEN>() else {
+            return false;
+        };
+        if u64::from_be_bytes(h[..8].try_into().unwrap()) != OPTION_REPLY_MAGIC {
             return false;
         }
-        let len = be_u32(&out[16..]) as usize;
+        let len = u32::from_be_bytes(h[16..].try_into().unwrap()) as usize;
         if out.len() < OPTION_REPLY_HEADER_LEN + len {
             return false;
         }
