@@ -67,7 +67,6 @@ use std::time::{Duration, Instant};
 
 use io_engine::engine::{Engine, testing};
 use io_engine::export::Protocol;
-use io_engine::export::nvmf::auth::HostSecrets;
 use io_engine::export::nvmf::nqn;
 use io_engine::export::nvmf::pdu::{self, Digests, Header, flags, kind};
 use io_engine::pool::leaked_pools;
@@ -121,14 +120,7 @@ impl Fixture {
         for (name, uri, read_only) in DEVICES {
             engine.registry().create(uri).expect("create a device");
             engine
-                .share(
-                    name,
-                    Protocol::Nvmf,
-                    read_only,
-                    Vec::new(),
-                    HostSecrets::default(),
-                    None,
-                )
+                .share(name, Protocol::Nvmf, read_only, None)
                 .expect("share a device");
         }
         let addr = testing::serve_nvmf(&engine).expect("listen for NVMe/TCP");

@@ -425,9 +425,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
                 flag.name,
                 flag.protocol,
                 flag.read_only,
-                flag.hosts.iter().map(|h| h.to_string()).collect(),
-                flag.host_secrets(),
-                flag.nqn.map(String::from),
+                Some(flag.nvmf_options()),
             )
             .map_err(|e| format!("--share {}: {e}", share_flag::redacted(share)))?;
     }
@@ -584,7 +582,7 @@ async fn serve(
     io_engine::perf::cancel_all();
     let _ = stop_tx.send(true);
     // Unshared exports close their connections once their IO is done.
-    engine.exports().unshare_all();
+    engine.unshare_all();
     for t in nbd_tasks {
         let _ = t.await;
     }

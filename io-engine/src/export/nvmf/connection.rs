@@ -963,13 +963,16 @@ impl Connection {
             let (export, ns, serial, watch, dhchap) = if subnqn == nqn::DISCOVERY_NQN {
                 (None, None, String::from("discovery"), None, None)
             } else {
-                let Some(share) = self.server.exports.find_nqn(&subnqn) else {
+                let Some(sub) = self.server.subsystems.find(&subnqn) else {
                     return invalid(true, 256);
                 };
-                let Some(watch) = self.server.exports.watch(Protocol::Nvmf, &share.name) else {
+                let Some(watch) = self.server.exports.watch(Protocol::Nvmf, &sub.export) else {
                     return invalid(true, 256); // unshared meanwhile
                 };
-                if !share.allowed_hosts.is_empty() && !share.allowed_hosts.contains(&hostnqn) {
+                let Some(share) = self.server.exports.find(Protocol::Nvmf, &sub.export) else {
+                    return invalid(true, 256); // unshared meanwhile
+                };
+                if !sub.allowed_hosts.is_empty() && !sub.allowed_hosts.contains(&hostnqn) {
                     tracing::warn!(peer = %self.peer, subnqn, hostnqn, "NVMe/TCP Connect refused: the host is not allowed");
                     let mut c = Completion::new(cid, Status::CONNECT_INVALID_HOST);
                     c.dw0 = 1 | 512 << 16; // the data's HOSTNQN field
@@ -983,7 +986,7 @@ impl Connection {
                     copy: COPY_LIMITS,
                 };
                 let serial = bdev.uuid().simple().to_string()[..20].to_string();
-                let dhchap = share.dhchap.get(&hostnqn);
+                let dhchap = sub.dhchap.get(&hostnqn);
                 (Some(share.name), Some(ns), serial, Some(watch), dhchap)
             };
             let ctrl = self

@@ -3,7 +3,11 @@
 //! them): devices shared over NVMe-oF become subsystems with the device as
 //! namespace 1, reached by hosts through the discovery subsystem and the
 //! dynamic controller model; an allowed host given DH-HMAC-CHAP secrets
-//! authenticates each queue after its Connect ([`auth`]).
+//! authenticates each queue after its Connect ([`auth`]). What NVMe-oF
+//! adds to a share (its NQN, allowed hosts and their secrets) lives here,
+//! in the [`Subsystems`] table of the [`Target`], not in the
+//! protocol-independent export registry: a share over NVMe-oF is a
+//! [`Subsystem`] plus the registry's share of its device.
 //!
 //! Thread: listeners on the control-plane runtime; every queue pair (one
 //! TCP connection) on one reactor from accept to close (see

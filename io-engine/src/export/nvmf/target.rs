@@ -1,6 +1,6 @@
 //! What every connection of the NVMe/TCP target shares: the exports, the
-//! controllers, the listeners' addresses (for the discovery log)
-//! and the counters.
+//! subsystems, the controllers, the listeners' addresses (for the
+//! discovery log) and the counters.
 //!
 //! Thread: any. `Sync`: atomics, and mutexes taken at Connect and on the
 //! control path only.
@@ -14,15 +14,18 @@ use super::identify::{self, DiscoveryEntry};
 use super::limits::Limits;
 use super::nqn;
 use super::stats::NvmfCounters;
-use crate::export::{Exports, Protocol};
+use super::subsystems::Subsystems;
+use crate::export::Exports;
 
 /// Most I/O queues a controller gets (Number of Queues).
 const MAX_IO_QUEUES: u32 = 64;
 
 /// The target's shared state.
 pub struct Target {
-    /// The exports (the NVMe-oF ones are its subsystems).
+    /// The exports (a subsystem's device is its share there).
     pub exports: Arc<Exports>,
+    /// The subsystems: which NQN exports which share, to which hosts.
+    pub subsystems: Subsystems,
     /// Its controllers.
     pub controllers: Controllers,
     listeners: Mutex<Vec<SocketAddr>>,
@@ -51,6 +54,7 @@ impl Target {
             max_connecting,
             limits,
             exports,
+            subsystems: Subsystems::default(),
             controllers: Controllers::default(),
             listeners: Mutex::new(Vec::new()),
             max_connections,
@@ -77,7 +81,7 @@ impl Target {
         MAX_IO_QUEUES
     }
 
-    /// The discovery log: every NVMe-oF share at every listener, and this
+    /// The discovery log: every subsystem at every listener, and this
     /// discovery subsystem itself.
     pub(super) fn discovery_log(&self) -> Vec<u8> {
         let listeners = self
@@ -85,9 +89,8 @@ impl Target {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let shares = self.exports.shares(Protocol::Nvmf);
         let nqns: Vec<(String, u8)> = std::iter::once((nqn::DISCOVERY_NQN.to_string(), 3))
-            .chain(shares.iter().filter_map(|s| Some((s.nqn.clone()?, 2))))
+            .chain(self.subsystems.all().into_iter().map(|s| (s.nqn, 2)))
             .collect();
         let addrs: Vec<(String, u16, bool, u16)> = listeners
             .iter()
