@@ -1,16 +1,20 @@
 //! The running engine: its reactors, device registry, accel framework,
-//! export registry and NVMe/TCP target with its subsystems, and the
-//! control plane's rules over them.
+//! export registry and the servers of both export protocols (the NBD
+//! server, the NVMe/TCP target with its subsystems), and the control
+//! plane's rules over them.
 //!
 //! Thread: any. `Engine` is `Send + Sync`; it reaches the data plane only
-//! through the reactors' one door, [`Reactors::run_on`].
+//! through the reactors' one door, [`Reactors::run_on`]. The accept loops
+//! that [`Engine::serve_nbd`] and [`Engine::serve_nvmf`] return run on
+//! the caller's tokio runtime (the daemon's control plane).
 
+use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::accel::Accel;
 use crate::bdev::{BdevError, BdevRegistry, IoPoolConfig};
-use crate::export::nbd::NbdCounters;
+use crate::export::nbd::{self, NbdCounters, NbdServer};
 use crate::export::nvmf::{self, Subsystem};
 use crate::export::{Dispatch, ExportError, Exports, Protocol, RELEASE_WAIT, Release, ShareInfo};
 use crate::reactor::Reactors;
@@ -24,17 +28,18 @@ pub struct Engine {
     registry: Arc<BdevRegistry>,
     accel: Arc<Accel>,
     exports: Arc<Exports>,
-    nbd: Arc<NbdCounters>,
+    nbd: Arc<NbdServer>,
     nvmf: Arc<nvmf::Target>,
+    /// Where each protocol's first TCP listener listens (for share URIs).
     nbd_addr: OnceLock<String>,
     nvmf_addr: OnceLock<String>,
-    /// NBD clients must use TLS: share URIs are `nbds://`.
-    nbd_tls_required: std::sync::atomic::AtomicBool,
     started: Instant,
 }
 
 impl Engine {
-    /// Starts the reactors and an empty registry.
+    /// Starts the reactors, an empty registry, and the NBD server and
+    /// NVMe/TCP target over an empty export registry (they serve once
+    /// given listeners: [`Engine::serve_nbd`], [`Engine::serve_nvmf`]).
     pub fn start(config: EngineConfig) -> Result<Engine, EngineError> {
         let accel = Accel::new(config.accel_modules.clone(), &config.accel_assign)?;
         let registry = Arc::new(BdevRegistry::with_accel(
@@ -48,6 +53,15 @@ impl Engine {
         let reactors = Reactors::start(&config.cores, config.poll_mode)?;
         let exports = Exports::new(config.nbd_max_per_export);
         Ok(Engine {
+            nbd: NbdServer::new(
+                exports.clone(),
+                Arc::new(NbdCounters::default()),
+                config.nbd_max_connections,
+                config.nbd_reply_hold,
+                config.nbd_handshake_timeout,
+                config.nbd_max_handshakes,
+                config.nbd_tls.clone(),
+            ),
             nvmf: nvmf::Target::new(
                 exports.clone(),
                 config.nvmf_max_connections,
@@ -55,10 +69,8 @@ impl Engine {
                 config.nvmf_limits,
             ),
             exports,
-            nbd: Arc::new(NbdCounters::default()),
             nbd_addr: OnceLock::new(),
             nvmf_addr: OnceLock::new(),
-            nbd_tls_required: Default::default(),
             config,
             reactors,
             registry,
@@ -204,10 +216,7 @@ impl Engine {
         };
         // What a client names the share by: NVMe-oF, its subsystem's NQN.
         let client_name = sub.map_or(info.name.as_str(), |s| s.nqn.as_str());
-        let tls = info.protocol == Protocol::Nbd
-            && self
-                .nbd_tls_required
-                .load(std::sync::atomic::Ordering::Relaxed);
+        let tls = info.protocol == Protocol::Nbd && self.config.nbd_tls.required();
         ShareView {
             uri: addr
                 .map(|a| info.protocol.uri(a, client_name, tls))
@@ -221,19 +230,49 @@ impl Engine {
         }
     }
 
-    /// Records where `protocol`'s server listens first (for share URIs).
-    pub fn set_address(&self, protocol: Protocol, addr: String) {
-        let _ = match protocol {
-            Protocol::Nbd => self.nbd_addr.set(addr),
-            Protocol::Nvmf => self.nvmf_addr.set(addr),
-        };
+    /// Serves NBD clients on `listener` until `shutdown` completes: the
+    /// returned accept loop is for the caller's tokio runtime to run. The
+    /// first TCP listener handed over is the address share URIs name.
+    pub fn serve_nbd<S>(
+        self: &Arc<Self>,
+        listener: nbd::Listener,
+        shutdown: S,
+    ) -> impl Future<Output = ()> + Send + use<S>
+    where
+        S: Future<Output = ()> + Send + 'static,
+    {
+        if let nbd::Listener::Tcp(l) = &listener {
+            self.listening(Protocol::Nbd, l);
+        }
+        let dispatch: Arc<dyn Dispatch> = self.clone();
+        self.nbd.clone().serve(listener, dispatch, shutdown)
     }
 
-    /// Records whether the NBD server requires TLS (share URIs are then
-    /// `nbds://`).
-    pub fn set_nbd_tls_required(&self, required: bool) {
-        self.nbd_tls_required
-            .store(required, std::sync::atomic::Ordering::Relaxed);
+    /// Serves NVMe/TCP hosts on `listener` until `shutdown` completes, as
+    /// [`Engine::serve_nbd`] does NBD clients; every listener is in the
+    /// discovery log.
+    pub fn serve_nvmf<S>(
+        self: &Arc<Self>,
+        listener: tokio::net::TcpListener,
+        shutdown: S,
+    ) -> impl Future<Output = ()> + Send + use<S>
+    where
+        S: Future<Output = ()> + Send + 'static,
+    {
+        self.listening(Protocol::Nvmf, &listener);
+        let dispatch: Arc<dyn Dispatch> = self.clone();
+        nvmf::serve(self.nvmf.clone(), listener, dispatch, shutdown)
+    }
+
+    /// Records where `protocol`'s first TCP listener listens.
+    fn listening(&self, protocol: Protocol, listener: &tokio::net::TcpListener) {
+        let Ok(addr) = listener.local_addr() else {
+            return;
+        };
+        let _ = match protocol {
+            Protocol::Nbd => self.nbd_addr.set(addr.to_string()),
+            Protocol::Nvmf => self.nvmf_addr.set(addr.to_string()),
+        };
     }
 
     /// The NVMe/TCP target's shared state (subsystems, controllers,
@@ -244,7 +283,12 @@ impl Engine {
 
     /// The NBD server's counters.
     pub fn nbd_counters(&self) -> &Arc<NbdCounters> {
-        &self.nbd
+        &self.nbd.counters
+    }
+
+    /// Connections open now, NBD and NVMe/TCP (a shutdown waits for none).
+    pub fn connections(&self) -> u64 {
+        self.nbd.counters.connections() + self.nvmf.connections() as u64
     }
 
     /// Time since start.
