@@ -10,8 +10,10 @@
 //! import of `LAYER`; within a layer, `use super::`, `use self::` and
 //! `use crate::` paths are resolved through the facades' `pub use` lines
 //! to the file that defines the item, and those file-to-file edges must
-//! form no cycle; and every `mod.rs` is a facade (`mod` and `use` lines
-//! under its doc comment). Files that only tests compile (`#[cfg(test)] mod x;`, a
+//! form no cycle; every `mod.rs` is a facade (`mod` and `use` lines
+//! under its doc comment); and the export registry's files (those directly
+//! in `export/`) import no protocol's folder (`export/nbd/`,
+//! `export/nvmf/`): what a protocol adds to a share is its own. Files that only tests compile (`#[cfg(test)] mod x;`, a
 //! `tests.rs`, a trailing `#[cfg(test)] mod tests { .. }`) are left out.
 //!
 //! `cargo test -p io-engine --test layering -- --nocapture import_table`
@@ -759,6 +761,37 @@ fn no_cycle_between_the_files_of_a_layer() {
         found.is_empty(),
         "files of one layer that import each other in a cycle:\n{}",
         found.join("\n")
+    );
+}
+
+#[test]
+fn the_export_registry_imports_no_protocol() {
+    // `export/*.rs` is what every protocol shares; a protocol's folder
+    // (`export/nbd/`, `export/nvmf/`) builds on it, never the reverse.
+    let sources = sources();
+    let edges = layer_edges(&sources);
+    let mut wrong = Vec::new();
+    for (from, targets) in &edges {
+        let Some(file) = from.strip_prefix("export/") else {
+            continue;
+        };
+        if file.contains('/') || file == "mod.rs" {
+            continue;
+        }
+        for t in targets {
+            if t.strip_prefix("export/").is_some_and(|f| f.contains('/')) {
+                wrong.push(format!("{from} -> {t}"));
+            }
+        }
+    }
+    assert!(
+        edges.keys().any(|f| f == "export/exports.rs"),
+        "the registry imports nothing: the parser is broken"
+    );
+    assert!(
+        wrong.is_empty(),
+        "protocol-independent export files that import a protocol:\n{}",
+        wrong.join("\n")
     );
 }
 

@@ -28,10 +28,10 @@ impl BdevService {
 
     /// The message for device `info`, with its share if it has one.
     fn message(&self, info: BdevInfo) -> pb::Bdev {
-        let share = self.engine.exports().get(&info.name);
+        let share = self.engine.share_view(&info.name);
         pb::Bdev {
             shared: share.is_some(),
-            share_uri: share.map(|s| self.engine.uri(&s)).unwrap_or_default(),
+            share_uri: share.map(|s| s.uri).unwrap_or_default(),
             name: info.name,
             uuid: info.uuid.to_string(),
             uri: info.uri,

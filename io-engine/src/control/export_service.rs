@@ -10,10 +10,11 @@ use tonic::{Request, Response, Status};
 
 use super::status;
 use crate::bdev::Quoted;
-use crate::engine::Engine;
+use crate::engine::{Engine, ShareView};
+use crate::export::Protocol;
+use crate::export::nvmf::ShareOptions;
 use crate::export::nvmf::auth::{DhchapKeys, HostSecrets};
 use crate::export::nvmf::nqn::MAX_NQN;
-use crate::export::{Protocol, ShareInfo};
 
 /// The export service over the engine.
 #[derive(Clone)]
@@ -52,14 +53,14 @@ impl ExportService {
         ExportService { engine }
     }
 
-    fn message(&self, s: ShareInfo) -> pb::Export {
+    fn message(&self, s: ShareView) -> pb::Export {
         let controllers = self
             .engine
             .nvmf()
             .controllers
             .all()
             .into_iter()
-            .filter(|c| c.export.as_deref() == Some(s.name.as_str()))
+            .filter(|c| c.export.as_deref() == Some(s.info.name.as_str()))
             .map(|c| pb::NvmfController {
                 cntlid: c.cntlid as u32,
                 host_nqn: c.hostnqn.clone(),
@@ -67,12 +68,12 @@ impl ExportService {
             })
             .collect();
         pb::Export {
-            uri: self.engine.uri(&s),
+            uri: s.uri,
             nqn: s.nqn.unwrap_or_default(),
-            bdev: s.name,
-            protocol: s.protocol.as_str().into(),
-            read_only: s.read_only,
-            connections: s.connections as u32,
+            bdev: s.info.name,
+            protocol: s.info.protocol.as_str().into(),
+            read_only: s.info.read_only,
+            connections: s.info.connections as u32,
             allowed_hosts: s.allowed_hosts,
             dhchap_hosts: s.dhchap_hosts,
             controllers,
@@ -106,19 +107,15 @@ impl pb::export_service_server::ExportService for ExportService {
                 Quoted(h)
             )));
         }
-        let secrets = host_secrets(&r.allowed_hosts, r.host_secrets)?;
-        let nqn = Some(r.nqn).filter(|n| !n.is_empty());
+        let options = ShareOptions {
+            dhchap: host_secrets(&r.allowed_hosts, r.host_secrets)?,
+            nqn: Some(r.nqn).filter(|n| !n.is_empty()),
+            allowed_hosts: r.allowed_hosts,
+        };
         let share = self
             .engine
-            .share(
-                &r.bdev,
-                protocol,
-                r.read_only,
-                r.allowed_hosts,
-                secrets,
-                nqn,
-            )
-            .map_err(status::export)?;
+            .share(&r.bdev, protocol, r.read_only, Some(options))
+            .map_err(status::share)?;
         Ok(Response::new(self.message(share)))
     }
 
@@ -139,8 +136,7 @@ impl pb::export_service_server::ExportService for ExportService {
     ) -> Result<Response<pb::ListExportsResponse>, Status> {
         let exports = self
             .engine
-            .exports()
-            .list()
+            .shares()
             .into_iter()
             .map(|s| self.message(s))
             .collect();

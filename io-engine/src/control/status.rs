@@ -10,8 +10,9 @@
 use tonic::{Code, Status};
 
 use crate::bdev::BdevError;
-use crate::engine::DestroyError;
+use crate::engine::{DestroyError, ShareError};
 use crate::export::ExportError;
+use crate::export::nvmf::SubsystemError;
 use crate::perf::PerfError;
 use crate::reactor::ReactorError;
 
@@ -83,12 +84,30 @@ pub(super) fn perf(e: PerfError) -> Status {
 pub(super) fn export(e: ExportError) -> Status {
     let code = match e {
         ExportError::Bdev(e) => return bdev(e),
-        ExportError::AlreadyShared(_) | ExportError::NqnInUse { .. } => Code::AlreadyExists,
-        ExportError::NqnNotForProtocol(_) | ExportError::InvalidNqn { .. } => Code::InvalidArgument,
+        ExportError::AlreadyShared(_) => Code::AlreadyExists,
         ExportError::NotShared(_) => Code::NotFound,
         ExportError::Shared { .. } => Code::FailedPrecondition,
     };
     status(code, e.to_string())
+}
+
+/// The status for NVMe-oF share options the subsystem table refused.
+pub(super) fn subsystem(e: SubsystemError) -> Status {
+    let code = match e {
+        SubsystemError::NqnInUse { .. } => Code::AlreadyExists,
+        SubsystemError::NqnNotForProtocol(_)
+        | SubsystemError::HostsNotForProtocol(_)
+        | SubsystemError::InvalidNqn { .. } => Code::InvalidArgument,
+    };
+    status(code, e.to_string())
+}
+
+/// The status for a share that was refused.
+pub(super) fn share(e: ShareError) -> Status {
+    match e {
+        ShareError::Export(e) => export(e),
+        ShareError::Nvmf(e) => subsystem(e),
+    }
 }
 
 /// A part of an engine snapshot, or `INTERNAL` if reading it panicked
@@ -137,7 +156,7 @@ mod tests {
                 uri::parse(&format!("null:///{name}?size_mb=1")).unwrap_err(),
             )),
             bdev(BdevError::NotFound(name.clone())),
-            export(ExportError::InvalidNqn {
+            subsystem(SubsystemError::InvalidNqn {
                 nqn: format!("nqn.2019-05.io.example:{name}"),
                 why: "is longer than 223 bytes",
             }),
@@ -182,25 +201,32 @@ mod tests {
                 "shared over NBD; unshare it",
             ),
             (
-                export(ExportError::NqnInUse {
+                share(ShareError::Nvmf(SubsystemError::NqnInUse {
                     nqn: "nqn.2019-05.io.example:a".into(),
                     device: "m1".into(),
-                }),
+                })),
                 Code::AlreadyExists,
                 "device \"m1\"",
             ),
             (
-                export(ExportError::InvalidNqn {
+                share(ShareError::Nvmf(SubsystemError::InvalidNqn {
                     nqn: "x".into(),
                     why: "does not start with nqn.",
-                }),
+                })),
                 Code::InvalidArgument,
                 "NQN \"x\" does not start",
             ),
             (
-                export(ExportError::NqnNotForProtocol(crate::export::Protocol::Nbd)),
+                share(ShareError::Nvmf(SubsystemError::NqnNotForProtocol(
+                    crate::export::Protocol::Nbd,
+                ))),
                 Code::InvalidArgument,
                 "not nbd",
+            ),
+            (
+                share(ShareError::Export(ExportError::AlreadyShared("m0".into()))),
+                Code::AlreadyExists,
+                "already shared",
             ),
             (
                 perf(PerfError::Invalid("queue depth 0".into())),

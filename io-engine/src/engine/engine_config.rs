@@ -1,13 +1,15 @@
-//! How to start an engine: its cores (and why those), poll mode, IO pool and accel
-//! modules.
+//! How to start an engine: its cores (and why those), poll mode, IO pool,
+//! the settings of its NBD server and NVMe/TCP target, and accel modules.
 //!
 //! Thread: any; plain data, read once by [`super::Engine::start`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::accel::{Assignment, Module};
 use crate::env::core_sizing::CoreSizing;
 use crate::env::cores::CoreSet;
+use crate::export::nbd::TlsConfig;
 use crate::reactor::PollMode;
 
 /// How to start an engine.
@@ -27,6 +29,20 @@ pub struct EngineConfig {
     /// NBD connections per export beyond which clients are refused (0: no
     /// limit).
     pub nbd_max_per_export: usize,
+    /// NBD sessions (connections in transmission) beyond which `GO` is
+    /// refused (0: no limit).
+    pub nbd_max_connections: usize,
+    /// Longest an NBD connection holds a ready reply back to send it with
+    /// others (zero: never).
+    pub nbd_reply_hold: Duration,
+    /// Longest an NBD connection may take from accept to transmission
+    /// (zero: no limit).
+    pub nbd_handshake_timeout: Duration,
+    /// NBD connections in the handshake at once, beyond which the least
+    /// advanced makes room (0: no limit).
+    pub nbd_max_handshakes: usize,
+    /// NBD TLS (`STARTTLS`): off, offered or required, and its setup.
+    pub nbd_tls: TlsConfig,
     /// NVMe/TCP connections (queue pairs) allowed per listener (0: no
     /// limit).
     pub nvmf_max_connections: usize,

@@ -1,22 +1,21 @@
-//! A small engine for tests and fuzz targets: the engine's and the
-//! metrics' unit tests share [`start_engine`]; the NVMe/TCP fuzz target
-//! adds [`serve_nvmf`] to reach the target in-process, as a host does.
+//! A small engine for tests: the engine's and the metrics' unit tests
+//! share [`start_engine`].
 //!
-//! Thread: the caller's; the engine's one reactor runs its own loop, and
-//! [`serve_nvmf`]'s listener a thread of its own.
+//! Thread: the caller's; the engine's one reactor runs its own loop.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::time::Duration;
 
 use super::{Engine, EngineConfig};
 use crate::env::core_sizing::CoreSizing;
 use crate::env::core_source::CoreSource;
 use crate::env::cores::{CoreSet, allowed_cpus};
-use crate::export::{Dispatch, Protocol, nvmf};
+use crate::export::nbd::TlsConfig;
+use crate::export::nvmf;
 use crate::reactor::PollMode;
 
 /// An engine with one adaptive reactor on the first allowed CPU, an IO
-/// pool of 4096 objects with 64 cached per core, no accel offload.
+/// pool of 4096 objects with 64 cached per core, no accel offload, no
+/// limits on NBD or NVMe/TCP clients and no NBD TLS.
 pub fn start_engine() -> Engine {
     let allowed = allowed_cpus().unwrap();
     Engine::start(EngineConfig {
@@ -30,37 +29,16 @@ pub fn start_engine() -> Engine {
         io_pool_size: 4096,
         io_pool_cache: 64,
         nbd_max_per_export: 0,
+        nbd_max_connections: 0,
+        nbd_reply_hold: Duration::ZERO,
+        nbd_handshake_timeout: Duration::ZERO,
+        nbd_max_handshakes: 0,
+        nbd_tls: TlsConfig::off(),
         nvmf_max_connections: 0,
         nvmf_max_connecting: 0,
-        nvmf_limits: crate::export::nvmf::Limits::default(),
+        nvmf_limits: nvmf::Limits::default(),
         accel_modules: Vec::new(),
         accel_assign: Vec::new(),
     })
     .unwrap()
-}
-
-/// Serves NVMe/TCP for `engine` on 127.0.0.1 at a port the kernel picks,
-/// as the daemon does ([`nvmf::serve`] on a tokio runtime), from a thread
-/// named `nvmf-listener` that accepts until the process exits. Returns the
-/// address, which is also the one the discovery log and share URIs name.
-pub fn serve_nvmf(engine: &Arc<Engine>) -> std::io::Result<SocketAddr> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
-    let addr = listener.local_addr()?;
-    engine.set_address(Protocol::Nvmf, addr.to_string());
-    let target = engine.nvmf().clone();
-    let dispatch: Arc<dyn Dispatch> = engine.clone();
-    std::thread::Builder::new()
-        .name("nvmf-listener".into())
-        .spawn(move || {
-            runtime.block_on(nvmf::serve(
-                target,
-                listener,
-                dispatch,
-                std::future::pending(),
-            ))
-        })?;
-    Ok(addr)
 }

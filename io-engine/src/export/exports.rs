@@ -13,8 +13,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::nvmf::auth::HostSecrets;
-use super::nvmf::nqn::{self, nqn_of};
 use super::release::Release;
 use super::share_state::ShareState;
 use super::share_watch::ShareWatch;
@@ -54,56 +52,23 @@ impl Exports {
     }
 
     /// Shares device `name` over `protocol`, opening it (it cannot be
-    /// destroyed while shared), to `allowed_hosts` (empty: any host), those
-    /// in `dhchap` authenticating with their secrets.
-    /// NVMe-oF: its subsystem's NQN is `nqn`, or by default
-    /// [`nqn_of`] the name; an NQN must keep the rules of
-    /// [`nqn::check`] and be no other share's.
-    // Each argument is one of the share's settings, as its flag or request
-    // field gives it.
-    #[allow(clippy::too_many_arguments)]
+    /// destroyed while shared).
     pub fn share(
         &self,
         registry: &BdevRegistry,
         name: &str,
         protocol: Protocol,
         read_only: bool,
-        allowed_hosts: Vec<String>,
-        dhchap: HostSecrets,
-        nqn: Option<String>,
     ) -> Result<ShareInfo, ExportError> {
-        let nqn = match (protocol, nqn) {
-            (Protocol::Nvmf, Some(n)) => {
-                nqn::check(&n).map_err(|why| ExportError::InvalidNqn {
-                    nqn: n.clone(),
-                    why,
-                })?;
-                Some(n)
-            }
-            (Protocol::Nvmf, None) => Some(nqn_of(name)),
-            (_, Some(_)) => return Err(ExportError::NqnNotForProtocol(protocol)),
-            (_, None) => None,
-        };
         let mut entries = self.entries();
         if entries.contains_key(name) {
             return Err(ExportError::AlreadyShared(name.into()));
-        }
-        if let Some(n) = &nqn
-            && let Some(other) = entries.values().find(|e| e.share.nqn.as_ref() == Some(n))
-        {
-            return Err(ExportError::NqnInUse {
-                nqn: n.clone(),
-                device: other.share.name.clone(),
-            });
         }
         let desc = registry.open(name)?;
         let share = Share {
             name: name.to_string(),
             protocol,
             read_only,
-            allowed_hosts,
-            dhchap,
-            nqn,
             desc,
         };
         let entry = Entry {
@@ -112,7 +77,7 @@ impl Exports {
         };
         let shared = info(&entry);
         entries.insert(name.to_string(), entry);
-        tracing::info!(export = name, %protocol, read_only, nqn = shared.nqn, "device shared");
+        tracing::info!(export = name, %protocol, read_only, "device shared");
         Ok(shared)
     }
 
@@ -130,14 +95,6 @@ impl Exports {
             name: name.into(),
             state: entry.state,
         })
-    }
-
-    /// Unshares everything (daemon shutdown), without waiting.
-    pub fn unshare_all(&self) {
-        let names: Vec<String> = self.entries().keys().cloned().collect();
-        for n in names {
-            let _ = self.unshare(&n);
-        }
     }
 
     /// Every share, by name.
@@ -165,14 +122,6 @@ impl Exports {
     /// empty name, the only share over `protocol` (as many servers do).
     pub fn find(&self, protocol: Protocol, name: &str) -> Option<Share> {
         self.with_entry(protocol, name, |e| e.share.clone())
-    }
-
-    /// The NVMe-oF share whose subsystem is `nqn`.
-    pub fn find_nqn(&self, nqn: &str) -> Option<Share> {
-        self.entries()
-            .values()
-            .find(|e| e.share.nqn.as_deref() == Some(nqn))
-            .map(|e| e.share.clone())
     }
 
     /// Every share over `protocol`, by name.
@@ -249,9 +198,6 @@ fn info(e: &Entry) -> ShareInfo {
         protocol: e.share.protocol,
         read_only: e.share.read_only,
         connections: e.state.connections(),
-        allowed_hosts: e.share.allowed_hosts.clone(),
-        dhchap_hosts: e.share.dhchap.hosts().map(String::from).collect(),
-        nqn: e.share.nqn.clone(),
     }
 }
 

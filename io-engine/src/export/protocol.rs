@@ -44,19 +44,17 @@ impl Protocol {
             .find(|p| name.eq_ignore_ascii_case(p.as_str()))
     }
 
-    /// The URI a client opens export `name` with, the server listening at
-    /// `addr` (`host:port`): NBD names the export, NVMe-oF its subsystem's
-    /// NQN (as Mayastor's URIs do): `nqn`, or by default the project's NQN
-    /// of the name. With `tls` (the server requires it) an NBD URI is
-    /// `nbds://`, the scheme of the NBD URI specification (libnbd, qemu).
-    pub fn uri(self, addr: &str, name: &str, nqn: Option<&str>, tls: bool) -> String {
-        match (self, nqn) {
-            (Protocol::Nbd, _) if tls => format!("nbds://{addr}/{name}"),
-            (Protocol::Nbd, _) => format!("nbd://{addr}/{name}"),
-            (Protocol::Nvmf, Some(nqn)) => format!("nvmf://{addr}/{nqn}"),
-            (Protocol::Nvmf, None) => {
-                format!("nvmf://{addr}/{}", super::nvmf::nqn::nqn_of(name))
-            }
+    /// The URI a client opens a share with, the server listening at
+    /// `addr` (`host:port`) and `name` being what the client names the
+    /// share by (as Mayastor's URIs do): NBD the export name, NVMe-oF the
+    /// name of its subsystem (which [`super::nvmf`] keeps). With `tls` (the server requires it)
+    /// an NBD URI is `nbds://`, the scheme of the NBD URI specification
+    /// (libnbd, qemu).
+    pub fn uri(self, addr: &str, name: &str, tls: bool) -> String {
+        match self {
+            Protocol::Nbd if tls => format!("nbds://{addr}/{name}"),
+            Protocol::Nbd => format!("nbd://{addr}/{name}"),
+            Protocol::Nvmf => format!("nvmf://{addr}/{name}"),
         }
     }
 }
@@ -78,24 +76,15 @@ mod tests {
         assert_eq!(Protocol::from_name("iscsi"), None);
         assert_eq!(Protocol::from_name("NVMF"), Some(Protocol::Nvmf));
         assert_eq!(
-            Protocol::Nvmf.uri("127.0.0.1:4420", "m0", None, false),
-            "nvmf://127.0.0.1:4420/nqn.2024-12.io.io-engine:m0"
+            Protocol::Nvmf.uri("127.0.0.1:4420", "subsystem-name", false),
+            "nvmf://127.0.0.1:4420/subsystem-name"
         );
         assert_eq!(
-            Protocol::Nvmf.uri(
-                "127.0.0.1:4420",
-                "m0",
-                Some("nqn.2019-05.io.example:v"),
-                false
-            ),
-            "nvmf://127.0.0.1:4420/nqn.2019-05.io.example:v"
-        );
-        assert_eq!(
-            Protocol::Nbd.uri("127.0.0.1:10809", "m0", None, false),
+            Protocol::Nbd.uri("127.0.0.1:10809", "m0", false),
             "nbd://127.0.0.1:10809/m0"
         );
         assert_eq!(
-            Protocol::Nbd.uri("127.0.0.1:10809", "m0", None, true),
+            Protocol::Nbd.uri("127.0.0.1:10809", "m0", true),
             "nbds://127.0.0.1:10809/m0"
         );
     }

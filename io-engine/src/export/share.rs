@@ -4,10 +4,10 @@
 //! Thread: any (the descriptor is `Send + Sync`).
 
 use super::Protocol;
-use super::nvmf::auth::HostSecrets;
 use crate::bdev::BdevDesc;
 
-/// One share, as a protocol's option phase looks it up.
+/// One share, as a protocol's option phase looks it up. What a protocol
+/// adds to a share is its own to keep (NVMe-oF: `nvmf::Subsystems`).
 #[derive(Clone)]
 pub struct Share {
     /// Export name (the device name).
@@ -16,16 +16,6 @@ pub struct Share {
     pub protocol: Protocol,
     /// Read-only export.
     pub read_only: bool,
-    /// The hosts allowed to attach, by the identity their protocol gives
-    /// (NVMe-oF: host NQNs); empty: any host.
-    pub allowed_hosts: Vec<String>,
-    /// NVMe-oF: the DH-HMAC-CHAP secrets of allowed hosts that must
-    /// authenticate (never listed, logged or dumped).
-    pub dhchap: HostSecrets,
-    /// NVMe-oF: the subsystem's NQN (the one the share gave, or the
-    /// default [`nqn_of`](super::nvmf::nqn::nqn_of) its name); `None`
-    /// for other protocols.
-    pub nqn: Option<String>,
     /// The device, open.
     pub desc: BdevDesc,
 }
@@ -36,8 +26,6 @@ impl std::fmt::Debug for Share {
             .field("name", &self.name)
             .field("protocol", &self.protocol)
             .field("read_only", &self.read_only)
-            .field("nqn", &self.nqn)
-            .field("dhchap", &self.dhchap)
             .finish()
     }
 }

@@ -1,10 +1,11 @@
-//! A share as the control plane shows it.
+//! A share as the registry lists it: what every protocol has in common.
 //!
 //! Thread: any (plain data).
 
 use super::Protocol;
 
-/// A share as the control plane shows it.
+/// A share as the registry lists it (the engine adds what its protocol
+/// keeps, for the control plane).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ShareInfo {
     /// Export name (the device name).
@@ -15,11 +16,4 @@ pub struct ShareInfo {
     pub read_only: bool,
     /// Connections attached now.
     pub connections: usize,
-    /// The hosts allowed to attach (empty: any host).
-    pub allowed_hosts: Vec<String>,
-    /// NVMe-oF: the allowed hosts that must authenticate (DH-HMAC-CHAP;
-    /// their secrets are never shown).
-    pub dhchap_hosts: Vec<String>,
-    /// NVMe-oF: the subsystem's NQN; `None` for other protocols.
-    pub nqn: Option<String>,
 }

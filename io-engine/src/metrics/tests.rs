@@ -368,14 +368,7 @@ fn render_reports_the_io_done() {
     let engine = engine_with_io();
     // A share, so the NBD series exist (all zero: no client connected).
     engine
-        .share(
-            "m0",
-            crate::export::Protocol::Nbd,
-            false,
-            Vec::new(),
-            crate::export::nvmf::auth::HostSecrets::default(),
-            None,
-        )
+        .share("m0", crate::export::Protocol::Nbd, false, None)
         .unwrap();
     let text = render(&engine);
     let e = parse(&text).unwrap_or_else(|err| panic!("{err}\n{text}"));

@@ -92,12 +92,25 @@ impl Fds {
                 .and_then(|h| h.as_ref().and_then(Weak::upgrade));
             if let Some(h) = handler {
                 any = true;
-                h.on_ready(Readiness {
+                let ready = Readiness {
                     readable: flags
                         .intersects(EventFlags::IN | EventFlags::RDHUP | EventFlags::HUP),
                     writable: flags.contains(EventFlags::OUT),
                     hangup: flags.intersects(EventFlags::HUP | EventFlags::ERR | EventFlags::RDHUP),
-                });
+                };
+                // A handler that panics is logged and told nothing more
+                // (its fd stays registered until its registration drops);
+                // the reactor and its other fds go on, as with pollers.
+                let run = std::panic::AssertUnwindSafe(|| h.on_ready(ready));
+                if let Err(panic) = std::panic::catch_unwind(run) {
+                    tracing::error!(
+                        "fd handler panicked and was dropped: {}",
+                        super::panic::panic_message(&*panic)
+                    );
+                    if let Some(slot) = self.handlers.borrow_mut().get_mut(token as usize) {
+                        *slot = None;
+                    }
+                }
             }
         }
         any

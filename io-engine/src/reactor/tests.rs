@@ -262,6 +262,43 @@ fn a_sleeping_reactor_wakes_when_a_registered_fd_is_ready() {
     }
 }
 
+/// An fd handler that panics is dropped and logged; the reactor goes on
+/// serving its other fds, messages and pollers.
+#[test]
+fn a_panicking_fd_handler_is_dropped_and_the_reactor_goes_on() {
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+
+    struct Boom(Rc<Cell<u32>>);
+    impl FdHandler for Boom {
+        fn on_ready(&self, _: Readiness) {
+            self.0.set(self.0.get() + 1);
+            panic!("fd handler boom")
+        }
+    }
+
+    let r = Reactors::start(&all_cores(), PollMode::ADAPTIVE).unwrap();
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    let calls = r
+        .spawn_on(0, move || async move {
+            let sock = Rc::new(theirs);
+            let calls = Rc::new(Cell::new(0u32));
+            let boom = Rc::new(Boom(calls.clone()));
+            let weak: std::rc::Weak<dyn FdHandler> = Rc::downgrade(&boom) as _;
+            let _reg = register_fd(sock, Interest::READ, weak).unwrap();
+            ours.write_all(b"x").unwrap();
+            // Readable, level-triggered: it would be told every round.
+            for _ in 0..50 {
+                yield_now().await;
+            }
+            calls.get()
+        })
+        .wait()
+        .unwrap();
+    assert_eq!(calls, 1, "told once, then dropped");
+    assert_eq!(r.run_on(0, || 8).wait().unwrap(), 8);
+}
+
 #[test]
 fn a_sleeping_reactor_is_awake_by_the_time_a_poller_asked_for() {
     // Sleeps of an hour: without wake_by the poller would next run then.

@@ -2,10 +2,13 @@
 //! the command line, and serves the gRPC API and the Prometheus endpoint
 //! until SIGTERM or SIGINT.
 //!
-//! Thread: `main` parses flags, starts the engine and then runs the
-//! control-plane runtime (a small tokio runtime, confined to the CPUs the
-//! reactors leave free, sharing theirs when they take every CPU) that
-//! serves gRPC and /metrics. The data plane runs on the reactors.
+//! Thread: `main` parses flags, binds the listeners, starts the engine and
+//! then runs the control-plane runtime (a small tokio runtime, confined to
+//! the CPUs the reactors leave free, sharing theirs when they take every
+//! CPU) that serves gRPC and /metrics and runs the engine's NBD and
+//! NVMe/TCP accept loops, each listener handed to the engine
+//! (`Engine::serve_nbd`, `Engine::serve_nvmf`). The data plane runs on the
+//! reactors.
 
 mod config;
 mod share_flag;
@@ -27,9 +30,7 @@ use io_engine::env::cores::allowed_cpus;
 use io_engine::env::cpu_quota::CpuQuota;
 use io_engine::env::dma::register_mapper;
 use io_engine::env::socket_path::SocketPath;
-use io_engine::export::Dispatch;
-use io_engine::export::Protocol;
-use io_engine::export::nbd::{Listener, NbdServer, TlsConfig, TlsMode};
+use io_engine::export::nbd::{Listener, TlsConfig, TlsMode};
 use io_engine::export::nvmf;
 use io_engine::pool::DEFAULT_CACHE_SIZE;
 use io_engine::reactor::PollMode;
@@ -411,6 +412,11 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         io_pool_size: args.io_pool_size,
         io_pool_cache: args.io_pool_cache,
         nbd_max_per_export: args.nbd_max_connections,
+        nbd_max_connections: args.nbd_max_connections,
+        nbd_reply_hold: Duration::from_micros(args.nbd_reply_hold),
+        nbd_handshake_timeout: Duration::from_secs(args.nbd_handshake_timeout),
+        nbd_max_handshakes: args.nbd_max_handshakes,
+        nbd_tls,
         nvmf_max_connections: args.nvmf_max_connections,
         nvmf_max_connecting: args.nvmf_max_connecting,
         nvmf_limits: nvmf::Limits::new(
@@ -438,9 +444,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
                 flag.name,
                 flag.protocol,
                 flag.read_only,
-                flag.hosts.iter().map(|h| h.to_string()).collect(),
-                flag.host_secrets(),
-                flag.nqn.map(String::from),
+                Some(flag.nvmf_options()),
             )
             .map_err(|e| format!("--share {}: {e}", share_flag::redacted(share)))?;
     }
@@ -476,11 +480,6 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
     };
     // The bound addresses (a port of 0 gets one from the kernel).
     let bound = |l: &TcpListener, asked: SocketAddr| l.local_addr().unwrap_or(asked);
-    engine.set_address(Protocol::Nbd, bound(&nbd, args.nbd_addr).to_string());
-    engine.set_nbd_tls_required(nbd_tls.required());
-    if let (Some(l), Some(a)) = (nvmf.first(), args.nvmf_addr.first()) {
-        engine.set_address(Protocol::Nvmf, bound(l, *a).to_string());
-    }
     tracing::info!(
         version = VERSION,
         cores = %engine.config().cores,
@@ -505,25 +504,13 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         "io-engine serving"
     );
 
-    let server = NbdServer::new(
-        engine.exports().clone(),
-        engine.nbd_counters().clone(),
-        args.nbd_max_connections,
-        std::time::Duration::from_micros(args.nbd_reply_hold),
-        Duration::from_secs(args.nbd_handshake_timeout),
-        args.nbd_max_handshakes,
-        nbd_tls,
-    );
-    let mut listeners = vec![Listener::Tcp(nbd)];
-    listeners.extend(nbd_unix.map(Listener::Unix));
-    let target = engine.nvmf().clone();
+    let mut nbd_listeners = vec![Listener::Tcp(nbd)];
+    nbd_listeners.extend(nbd_unix.map(Listener::Unix));
     let clean = runtime.block_on(serve(
         engine.clone(),
         (grpc, args.grpc_limits, grpc_tls),
         metrics,
-        server,
-        listeners,
-        (target, nvmf),
+        (nbd_listeners, nvmf),
         signals,
     ));
     // Removes the socket file if it is still the one bound at start.
@@ -550,16 +537,14 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
     }
 }
 
-/// Serves gRPC and metrics until SIGTERM or SIGINT, then drains: stops
-/// accepting, ends perf runs early, lets requests in progress finish.
-/// Returns whether the drain finished in time.
+/// Serves gRPC, metrics, NBD and NVMe/TCP until SIGTERM or SIGINT, then
+/// drains: stops accepting, ends perf runs early, lets requests in
+/// progress finish. Returns whether the drain finished in time.
 async fn serve(
     engine: Arc<Engine>,
     (grpc, grpc_limits, grpc_tls): (TcpListener, Limits, Option<GrpcTls>),
     metrics: TcpListener,
-    nbd: Arc<NbdServer>,
-    listeners: Vec<Listener>,
-    (nvmf, nvmf_listeners): (Arc<nvmf::Target>, Vec<TcpListener>),
+    (nbd_listeners, nvmf_listeners): (Vec<Listener>, Vec<TcpListener>),
     mut signals: Signals,
 ) -> bool {
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -569,6 +554,17 @@ async fn serve(
             let _ = rx.wait_for(|s| *s).await;
         }
     };
+    // Handed over before the API serves: the engine knows the addresses
+    // share URIs name (the first TCP listener of each protocol) by then.
+    let export_loops: Vec<_> = nbd_listeners
+        .into_iter()
+        .map(|l| tokio::spawn(engine.serve_nbd(l, stopped())))
+        .chain(
+            nvmf_listeners
+                .into_iter()
+                .map(|l| tokio::spawn(engine.serve_nvmf(l, stopped()))),
+        )
+        .collect();
     let grpc_task = tokio::spawn(io_engine::control::serve(
         grpc,
         engine.clone(),
@@ -581,30 +577,20 @@ async fn serve(
         engine.clone(),
         stopped(),
     ));
-    let dispatch: Arc<dyn Dispatch> = engine.clone();
-    let nbd_tasks: Vec<_> = listeners
-        .into_iter()
-        .map(|l| tokio::spawn(nbd.clone().serve(l, dispatch.clone(), stopped())))
-        .chain(
-            nvmf_listeners
-                .into_iter()
-                .map(|l| tokio::spawn(nvmf::serve(nvmf.clone(), l, dispatch.clone(), stopped()))),
-        )
-        .collect();
 
     let signal = signals.wait().await;
     tracing::info!("{signal}: shutting down");
     io_engine::perf::cancel_all();
     let _ = stop_tx.send(true);
     // Unshared exports close their connections once their IO is done.
-    engine.exports().unshare_all();
-    for t in nbd_tasks {
+    engine.unshare_all();
+    for t in export_loops {
         let _ = t.await;
     }
     let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
         // Each NBD connection answers the requests it has read, then closes
         // and releases its device; the devices are destroyed after this.
-        while engine.nbd_counters().connections() > 0 || nvmf.connections() > 0 {
+        while engine.connections() > 0 {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         if let Ok(Err(e)) = grpc_task.await {

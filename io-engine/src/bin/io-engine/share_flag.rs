@@ -1,6 +1,7 @@
 //! The value of a `--share` flag (and of the config file's `share` key):
 //! NAME[:nbd|:nvmf][:ro][:nqn=NQN][:host=NQN[:dhchap=SECRET[:dhchap-ctrl=SECRET]]]...,
-//! parsed into what `Engine::share` takes.
+//! parsed into what `Engine::share` takes (its NVMe-oF part one
+//! `nvmf::ShareOptions`).
 //!
 //! Thread: `main`, before the engine serves anything (pure parsing).
 //!
@@ -16,6 +17,7 @@
 //! redacted (the API never returns them).
 
 use io_engine::export::Protocol;
+use io_engine::export::nvmf::ShareOptions;
 use io_engine::export::nvmf::auth::{DhchapKeys, HostSecrets};
 
 /// One `--share` value, parsed.
@@ -160,6 +162,16 @@ impl ShareFlag<'_> {
             let keys = DhchapKeys::parse(host, *ctrl).expect("checked when parsed");
             (h.to_string(), keys)
         }))
+    }
+
+    /// The NVMe-oF options it gives (none set for a plain NBD share; the
+    /// engine refuses any for NBD).
+    pub fn nvmf_options(&self) -> ShareOptions {
+        ShareOptions {
+            nqn: self.nqn.map(String::from),
+            allowed_hosts: self.hosts.iter().map(|h| h.to_string()).collect(),
+            dhchap: self.host_secrets(),
+        }
     }
 }
 

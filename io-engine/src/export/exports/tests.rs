@@ -16,15 +16,14 @@ fn registry() -> BdevRegistry {
     r
 }
 
-/// Shares `name` over NBD, to any host.
+/// Shares `name` over NBD.
 fn share_nbd(
     ex: &Exports,
     reg: &BdevRegistry,
     name: &str,
     read_only: bool,
 ) -> Result<ShareInfo, ExportError> {
-    let any = HostSecrets::default();
-    ex.share(reg, name, Protocol::Nbd, read_only, Vec::new(), any, None)
+    ex.share(reg, name, Protocol::Nbd, read_only)
 }
 
 #[test]
@@ -50,9 +49,6 @@ fn a_shared_device_is_held_open_and_may_not_be_destroyed() {
             protocol: Protocol::Nbd,
             read_only: true,
             connections: 0,
-            allowed_hosts: Vec::new(),
-            dhchap_hosts: Vec::new(),
-            nqn: None,
         }]
     );
     assert!(ex.unshare("n0").unwrap().wait(Duration::ZERO));
@@ -117,52 +113,4 @@ fn an_unshare_refuses_new_connections_and_waits_for_attached_ones_to_let_go() {
     assert!(t.elapsed() < Duration::from_secs(5));
     reg.destroy("n0").unwrap();
     letting_go.join().unwrap();
-}
-
-#[test]
-fn nvmf_shares_have_an_nqn_of_their_own() {
-    let reg = registry();
-    let ex = Exports::new(0);
-    let share = |name: &str, protocol, nqn: Option<&str>| {
-        ex.share(
-            &reg,
-            name,
-            protocol,
-            false,
-            Vec::new(),
-            HostSecrets::default(),
-            nqn.map(Into::into),
-        )
-    };
-    let n0 = share("n0", Protocol::Nvmf, None).unwrap();
-    assert_eq!(n0.nqn.as_deref(), Some("nqn.2024-12.io.io-engine:n0"));
-    // An NQN of another share's, default or given: refused, naming it.
-    let e = share("n1", Protocol::Nvmf, Some("nqn.2024-12.io.io-engine:n0")).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "NQN \"nqn.2024-12.io.io-engine:n0\" is already the NQN of device \"n0\"'s share"
-    );
-    // A bad NQN, or one for NBD: refused, saying why.
-    let e = share("n1", Protocol::Nvmf, Some("nqn.2024-1.x")).unwrap_err();
-    assert!(matches!(e, ExportError::InvalidNqn { .. }), "{e}");
-    assert!(e.to_string().contains("nqn.YYYY-MM."), "{e}");
-    let e = share("n1", Protocol::Nbd, Some("nqn.2019-05.io.example:v")).unwrap_err();
-    assert!(e.to_string().contains("for protocol nvmf only"), "{e}");
-    // Nothing was kept open by the refusals.
-    assert!(ex.ensure_unshared("n1").is_ok());
-    reg.destroy("n1").unwrap();
-    reg.create("null:///n1?size_mb=1").unwrap();
-
-    let n1 = share("n1", Protocol::Nvmf, Some("nqn.2019-05.io.example:v")).unwrap();
-    assert_eq!(ex.get("n1"), Some(n1));
-    assert_eq!(
-        ex.find_nqn("nqn.2019-05.io.example:v").map(|s| s.name),
-        Some("n1".into())
-    );
-    assert!(ex.find_nqn("nqn.2024-12.io.io-engine:n1").is_none());
-    // Once n0 goes, its NQN is free.
-    assert!(ex.unshare("n0").unwrap().wait(Duration::ZERO));
-    ex.unshare("n1").unwrap();
-    reg.create("null:///n2?size_mb=1").unwrap();
-    share("n2", Protocol::Nvmf, Some("nqn.2024-12.io.io-engine:n0")).unwrap();
 }

@@ -18,6 +18,10 @@ impl Status {
     pub const DATA_TRANSFER_ERROR: Status = Status(0x004);
     /// Internal Error.
     pub const INTERNAL_ERROR: Status = Status(0x006);
+    /// Namespace is Write Protected.
+    pub const WRITE_PROTECTED: Status = Status(0x020);
+    /// Transient Transport Error: a data digest did not match.
+    pub const TRANSIENT_TRANSPORT_ERROR: Status = Status(0x022);
     /// Invalid Namespace or Format.
     pub const INVALID_NAMESPACE: Status = Status(0x00B);
     /// Command Sequence Error.
@@ -30,10 +34,15 @@ impl Status {
     pub const LBA_OUT_OF_RANGE: Status = Status(0x080);
     /// Namespace Not Ready.
     pub const NAMESPACE_NOT_READY: Status = Status(0x082);
+    /// Command specific: Asynchronous Event Request Limit Exceeded.
+    pub const AER_LIMIT_EXCEEDED: Status = Status(0x105);
     /// Command specific: Invalid Log Page.
     pub const INVALID_LOG_PAGE: Status = Status(0x109);
     /// Command specific: Feature Identifier Not Saveable.
     pub const FEATURE_NOT_SAVEABLE: Status = Status(0x10D);
+    /// Command specific: Command Size Limit Exceeded (a Copy beyond the
+    /// advertised limits).
+    pub const COMMAND_SIZE_LIMIT_EXCEEDED: Status = Status(0x183);
     /// Fabrics: Connect Incompatible Format.
     pub const CONNECT_INCOMPATIBLE_FORMAT: Status = Status(0x180);
     /// Fabrics: Connect Controller Busy.

@@ -15,9 +15,11 @@ use std::io;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 
+use super::io_outcome::IoOutcome;
 use super::listener::Listener;
+use super::queue_pair::QueuePair;
+use super::recv_buf::RecvBuf;
 use super::target::Target;
-use super::{IoOutcome, QueuePair, RecvBuf};
 use crate::bdev::{IoChannel, IoCompletion, IoDone, IoError};
 use crate::env::tsc;
 use crate::export::{HandshakeSlot, Stream};

@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use super::PeerEvent;
+use super::peer_event::PeerEvent;
 use crate::export::{REFUSAL_LOG_INTERVAL, RefusalLog};
 
 /// One rate limit per kind of event.

@@ -63,7 +63,7 @@ use std::sync::Arc;
 
 pub(super) use admin_queue::AdminQueue;
 use inbound::Inbound;
-pub use io::COPY_LIMITS;
+pub use io_queue::COPY_LIMITS;
 pub(super) use io_queue::IoQueue;
 use pdu_data::PduData;
 pub(super) use pending_io::PendingIo;
@@ -73,8 +73,10 @@ use slot::Slot;
 use wait::Wait;
 
 use super::completion::{Completion, Status};
+use super::host_queues::HostSlot;
 use super::pdu::{self, DataAlignment, Digests};
-use super::{HostSlot, PeerEvent, Target};
+use super::peer_event::PeerEvent;
+use super::target::Target;
 use crate::bdev::{BdevDesc, IoRequest};
 use crate::env::tsc;
 use crate::export::{Flushed, HandshakeSlot, Output};

@@ -47,9 +47,15 @@ const STATUSES: [(Status, &str); 18] = [
     (Status::SGL_LENGTH_INVALID, "sgl_length_invalid"),
     (Status::SGL_TYPE_INVALID, "sgl_type_invalid"),
     (Status::LBA_OUT_OF_RANGE, "lba_out_of_range"),
-    (Status(0x020), "write_protected"),
-    (Status(0x022), "transient_transport_error"),
-    (Status(0x183), "command_size_limit_exceeded"),
+    (Status::WRITE_PROTECTED, "write_protected"),
+    (
+        Status::TRANSIENT_TRANSPORT_ERROR,
+        "transient_transport_error",
+    ),
+    (
+        Status::COMMAND_SIZE_LIMIT_EXCEEDED,
+        "command_size_limit_exceeded",
+    ),
     (Status::INVALID_LOG_PAGE, "invalid_log_page"),
     (
         Status::CONNECT_INVALID_PARAMETERS,

@@ -1,8 +1,8 @@
 //! What every connection of the NVMe/TCP target shares: the exports, the
-//! controllers, the listeners' addresses (for the discovery log), the
-//! counters, and the bounds every host is held to (queues per host, the
-//! budget of DH computations before authentication, the rate of the log
-//! lines hosts cause).
+//! subsystems, the controllers, the listeners' addresses (for the
+//! discovery log), the counters, and the bounds every host is held to
+//! (queues per host, the budget of DH computations before authentication,
+//! the rate of the log lines hosts cause).
 //!
 //! Thread: any. `Sync`: atomics, and mutexes taken at Connect and on the
 //! control path only.
@@ -12,17 +12,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::controller::{Controllers, MAX_QID};
+use super::dh_budget::DhBudget;
+use super::host_queues::HostQueues;
 use super::identify::{self, DiscoveryEntry};
 use super::limits::Limits;
 use super::nqn;
+use super::peer_logs::PeerLogs;
 use super::stats::NvmfCounters;
-use super::{DhBudget, HostQueues, PeerLogs};
-use crate::export::{Exports, Protocol};
+use super::subsystems::Subsystems;
+use crate::export::Exports;
 
 /// The target's shared state.
 pub struct Target {
-    /// The exports (the NVMe-oF ones are its subsystems).
+    /// The exports (a subsystem's device is its share there).
     pub exports: Arc<Exports>,
+    /// The subsystems: which NQN exports which share, to which hosts.
+    pub subsystems: Subsystems,
     /// Its controllers.
     pub controllers: Controllers,
     listeners: Mutex<Vec<SocketAddr>>,
@@ -57,6 +62,7 @@ impl Target {
             max_connecting,
             limits,
             exports,
+            subsystems: Subsystems::default(),
             controllers: Controllers::default(),
             listeners: Mutex::new(Vec::new()),
             max_connections,
@@ -86,7 +92,7 @@ impl Target {
         MAX_QID as u32
     }
 
-    /// The discovery log: every NVMe-oF share at every listener, and this
+    /// The discovery log: every subsystem at every listener, and this
     /// discovery subsystem itself.
     pub(super) fn discovery_log(&self) -> Vec<u8> {
         let listeners = self
@@ -94,9 +100,8 @@ impl Target {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let shares = self.exports.shares(Protocol::Nvmf);
         let nqns: Vec<(String, u8)> = std::iter::once((nqn::DISCOVERY_NQN.to_string(), 3))
-            .chain(shares.iter().filter_map(|s| Some((s.nqn.clone()?, 2))))
+            .chain(self.subsystems.all().into_iter().map(|s| (s.nqn, 2)))
             .collect();
         let addrs: Vec<(String, u16, bool, u16)> = listeners
             .iter()

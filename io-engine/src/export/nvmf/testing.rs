@@ -28,7 +28,7 @@ use base64::Engine as _;
 use super::auth::{DhchapKeys, Hash, HostSecrets, Secret, message as m};
 use super::command::{Command, fctype, sgl};
 use super::pdu::{self, DataAlignment, Digests, Header, kind};
-use super::{IoOutcome, Limits, QueuePair, Target, nqn};
+use super::{IoOutcome, Limits, QueuePair, ShareOptions, Target, nqn};
 use crate::bdev::{BdevRegistry, IoPoolConfig, IoRequest, IoType};
 use crate::env::tsc;
 use crate::export::{Exports, HandshakeSlot, Protocol};
@@ -108,33 +108,27 @@ impl Fixture {
             .unwrap(),
         );
         let exports = Exports::new(64);
+        let target = Target::new(exports.clone(), 0, 0, limits);
         let mut disks = BTreeMap::new();
         for (name, uri, read_only, auth) in DEVICES {
             let info = registry.create(uri).unwrap();
-            let (hosts, secrets) = if auth {
+            let mut options = ShareOptions::default();
+            if auth {
                 let keys = DhchapKeys::parse(&secret(), None).unwrap();
-                (
-                    vec![HOST.to_string()],
-                    HostSecrets::new([(HOST.to_string(), keys)]),
-                )
-            } else {
-                (Vec::new(), HostSecrets::default())
+                options.allowed_hosts = vec![HOST.to_string()];
+                options.dhchap = HostSecrets::new([(HOST.to_string(), keys)]);
+            }
+            let share = || -> Result<_, Box<dyn std::error::Error>> {
+                Ok(exports.share(&registry, name, Protocol::Nvmf, read_only)?)
             };
-            exports
-                .share(
-                    &registry,
-                    name,
-                    Protocol::Nvmf,
-                    read_only,
-                    hosts,
-                    secrets,
-                    None,
-                )
+            target
+                .subsystems
+                .add(options.subsystem(name), share)
                 .unwrap();
             disks.insert(name.to_string(), vec![0u8; info.size_bytes as usize]);
         }
         Fixture {
-            target: Target::new(exports, 0, 0, limits),
+            target,
             registry,
             disks: Rc::new(RefCell::new(disks)),
         }

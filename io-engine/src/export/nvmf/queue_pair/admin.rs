@@ -8,7 +8,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::super::Command;
+use super::super::command::Command;
 use super::super::command::admin;
 use super::super::completion::{Completion, Status};
 use super::super::identify::{self, ControllerFacts};
@@ -27,8 +27,6 @@ const FEAT_VWC: u8 = 0x06;
 const FEAT_NUM_QUEUES: u8 = 0x07;
 const FEAT_ASYNC_EVENT: u8 = 0x0B;
 const FEAT_KATO: u8 = 0x0F;
-/// Asynchronous Event Request Limit Exceeded.
-const AER_LIMIT_EXCEEDED: Status = Status(0x105);
 
 impl QueuePair {
     /// An admin command on an admin queue.
@@ -150,7 +148,7 @@ impl QueuePair {
             }
             admin::ASYNC_EVENT => {
                 if a.aers.len() >= MAX_AERS {
-                    return Answer::status(cid, AER_LIMIT_EXCEEDED);
+                    return Answer::status(cid, Status::AER_LIMIT_EXCEEDED);
                 }
                 a.aers.push(cid);
                 Answer::Later

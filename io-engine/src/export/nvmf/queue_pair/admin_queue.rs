@@ -6,11 +6,11 @@
 use std::sync::Arc;
 
 use crate::export::ShareWatch;
-use crate::export::nvmf::Controller;
+use crate::export::nvmf::controller::Controller;
 use crate::export::nvmf::identify::NamespaceFacts;
 
 /// An admin queue.
-pub(in crate::export::nvmf) struct AdminQueue {
+pub(crate) struct AdminQueue {
     /// Its controller, made by its Connect.
     pub ctrl: Arc<Controller>,
     /// Keep-alive timeout in TSC ticks (0: none), and when the last
@@ -31,4 +31,4 @@ pub(in crate::export::nvmf) struct AdminQueue {
 }
 
 /// Asynchronous Event Requests a controller holds at most (AERL + 1).
-pub(in crate::export::nvmf) const MAX_AERS: usize = 4;
+pub(crate) const MAX_AERS: usize = 4;

@@ -13,12 +13,12 @@
 //!
 //! Thread: the queue pair's reactor.
 
-use super::super::Command;
 use super::super::auth::{Outcome, Received, message as auth_msg};
+use super::super::command::Command;
 use super::super::completion::Status;
 use super::{Answer, IoQueue, Phase, QueueAuth, QueuePair, Wait};
 use crate::env::tsc;
-use crate::export::nvmf::PeerEvent;
+use crate::export::nvmf::peer_event::PeerEvent;
 use crate::export::{Buffers, Protocol};
 
 impl QueuePair {

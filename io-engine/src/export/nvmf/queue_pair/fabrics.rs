@@ -11,16 +11,18 @@
 //!
 //! Thread: the queue pair's reactor.
 
-use super::super::Command;
+use super::super::command::Command;
 use super::super::command::fctype;
 use super::super::completion::{Completion, Status};
 use super::super::identify::NamespaceFacts;
 use super::super::nqn;
+use super::io_queue::COPY_LIMITS;
 use super::{AdminQueue, Answer, PendingIo, Phase, QueueAuth, QueuePair};
 use crate::env::tsc;
 use crate::export::Protocol;
 use crate::export::nvmf::auth::Transaction;
-use crate::export::nvmf::{COPY_LIMITS, Controller, PeerEvent};
+use crate::export::nvmf::controller::Controller;
+use crate::export::nvmf::peer_event::PeerEvent;
 
 /// Property offsets.
 const PROP_CAP: u32 = 0x00;
@@ -164,13 +166,16 @@ impl QueuePair {
         let (export, ns, serial, watch, dhchap) = if subnqn == nqn::DISCOVERY_NQN {
             (None, None, String::from("discovery"), None, None)
         } else {
-            let Some(share) = self.target.exports.find_nqn(&subnqn) else {
+            let Some(sub) = self.target.subsystems.find(&subnqn) else {
                 return invalid(cid, true, 256);
             };
-            let Some(watch) = self.target.exports.watch(Protocol::Nvmf, &share.name) else {
+            let Some(watch) = self.target.exports.watch(Protocol::Nvmf, &sub.export) else {
                 return invalid(cid, true, 256); // unshared meanwhile
             };
-            if !share.allowed_hosts.is_empty() && !share.allowed_hosts.contains(&hostnqn) {
+            let Some(share) = self.target.exports.find(Protocol::Nvmf, &sub.export) else {
+                return invalid(cid, true, 256); // unshared meanwhile
+            };
+            if !sub.allowed_hosts.is_empty() && !sub.allowed_hosts.contains(&hostnqn) {
                 let mut c = Completion::new(cid, Status::CONNECT_INVALID_HOST);
                 c.dw0 = 1 | 512 << 16; // the data's HOSTNQN field
                 self.refuse_connect(
@@ -190,7 +195,7 @@ impl QueuePair {
             };
             let mut serial = bdev.uuid().simple().to_string();
             serial.truncate(20);
-            let dhchap = share.dhchap.get(&hostnqn);
+            let dhchap = sub.dhchap.get(&hostnqn);
             (Some(share.name), Some(ns), serial, Some(watch), dhchap)
         };
         let ctrl = self

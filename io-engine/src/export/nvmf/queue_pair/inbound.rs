@@ -7,7 +7,7 @@
 /// Data arriving straight into the buffer of the command in slot `tag`
 /// (bytes `at..end` of it still to come).
 #[derive(Debug, Clone, Copy)]
-pub(in crate::export::nvmf) struct Inbound {
+pub(crate) struct Inbound {
     pub tag: u16,
     /// Where in the buffer this PDU's data started, and where the bytes
     /// read straight into the buffer start.

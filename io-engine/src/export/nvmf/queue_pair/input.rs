@@ -7,15 +7,12 @@
 //!
 //! Thread: the queue pair's reactor.
 
-use super::super::RecvBuf;
 use super::super::command::{Command, admin, io as nvm};
 use super::super::completion::{Completion, Status};
 use super::super::pdu::{self, DataAlignment, Digests, Fes, Header, PduError, kind};
+use super::super::recv_buf::RecvBuf;
 use super::{AFTER_DATA, Answer, PduData, Phase, QueuePair, READ_CHUNK, Wait};
-use crate::export::nvmf::PeerEvent;
-
-/// Transient Transport Error: a data digest did not match.
-pub(super) const TRANSIENT_TRANSPORT_ERROR: Status = Status(0x022);
+use crate::export::nvmf::peer_event::PeerEvent;
 
 /// What handling a PDU gave.
 pub(super) enum Handled {
@@ -349,7 +346,10 @@ impl QueuePair {
         if !to_buffer && !data.digest_ok() {
             self.target.counters.command(admin_queue, opcode);
             self.advance_sqhd();
-            self.respond(Completion::new(cmd.cid(), TRANSIENT_TRANSPORT_ERROR), None);
+            self.respond(
+                Completion::new(cmd.cid(), Status::TRANSIENT_TRANSPORT_ERROR),
+                None,
+            );
             return Ok(Handled::Done);
         }
         if !self.auth.admits(&cmd) {

@@ -13,29 +13,16 @@
 //!
 //! Thread: the queue's reactor.
 
-use super::super::Command;
+use super::super::command::Command;
 use super::super::command::{io as nvm, sgl};
 use super::super::completion::{Completion, Status};
-use super::super::identify::CopyLimits;
 use super::super::pdu::{self, Fes, Header, PduError, flags};
-use super::input::TRANSIENT_TRANSPORT_ERROR;
+use super::io_queue::COPY_LIMITS;
 use super::slot::SlotState;
 use super::{Answer, Inbound, PduData, Phase, QueuePair, Slot, Wait};
 use crate::bdev::{IoError, IoRequest, IoType};
-use crate::export::nvmf::IoOutcome;
+use crate::export::nvmf::io_outcome::IoOutcome;
 use crate::pool::IoBuf;
-
-/// The Copy command's limits: 256 blocks per source range, 128 ranges
-/// (their list, 4 KiB, fits the capsule), 4096 blocks per command.
-pub const COPY_LIMITS: CopyLimits = CopyLimits {
-    range_blocks: 256,
-    command_blocks: 4096,
-    ranges: 128,
-};
-/// Command Size Limit Exceeded (a Copy beyond the advertised limits).
-const COMMAND_SIZE_LIMIT_EXCEEDED: Status = Status(0x183);
-/// Namespace is Write Protected.
-const WRITE_PROTECTED: Status = Status(0x020);
 
 /// The status a device IO's error answers with.
 fn status_of(e: &IoError) -> Status {
@@ -87,7 +74,7 @@ impl QueuePair {
                     return fail(Status::INVALID_FIELD);
                 }
                 if op == nvm::WRITE && read_only {
-                    return fail(WRITE_PROTECTED);
+                    return fail(Status::WRITE_PROTECTED);
                 }
                 let (_, sgl_len, sgl_type) = cmd.sgl();
                 if sgl_len as u64 != len {
@@ -115,7 +102,7 @@ impl QueuePair {
             }
             nvm::WRITE_ZEROES => {
                 if read_only {
-                    return fail(WRITE_PROTECTED);
+                    return fail(Status::WRITE_PROTECTED);
                 }
                 match range(cmd) {
                     Ok((o, l)) => Ok(self.submit_all(
@@ -132,13 +119,13 @@ impl QueuePair {
                     return fail(Status::SUCCESS);
                 }
                 if read_only {
-                    return fail(WRITE_PROTECTED);
+                    return fail(Status::WRITE_PROTECTED);
                 }
                 Ok(self.deallocate(cmd, data.here, (bs, blocks)))
             }
             nvm::COPY => {
                 if read_only {
-                    return fail(WRITE_PROTECTED);
+                    return fail(Status::WRITE_PROTECTED);
                 }
                 Ok(self.copy(cmd, data.here, (bs, blocks)))
             }
@@ -263,7 +250,7 @@ impl QueuePair {
             return Answer::status(cid, Status::INVALID_FIELD);
         }
         if nr > COPY_LIMITS.ranges as usize {
-            return Answer::status(cid, COMMAND_SIZE_LIMIT_EXCEEDED);
+            return Answer::status(cid, Status::COMMAND_SIZE_LIMIT_EXCEEDED);
         }
         let Some(list) = data.get(..nr * 32) else {
             return Answer::status(cid, Status::SGL_LENGTH_INVALID);
@@ -279,7 +266,7 @@ impl QueuePair {
             let nlb = u16::from_le_bytes([r[16], r[17]]) as u64 + 1;
             total += nlb;
             if nlb > COPY_LIMITS.range_blocks as u64 || total > COPY_LIMITS.command_blocks as u64 {
-                return Answer::status(cid, COMMAND_SIZE_LIMIT_EXCEEDED);
+                return Answer::status(cid, Status::COMMAND_SIZE_LIMIT_EXCEEDED);
             }
             let in_range = |lba: u64| lba.checked_add(nlb).is_some_and(|e| e <= blocks);
             if !in_range(slba) || !in_range(dst) {
@@ -424,7 +411,7 @@ impl QueuePair {
         };
         slot.got += n;
         if !digest_ok {
-            slot.status = TRANSIENT_TRANSPORT_ERROR;
+            slot.status = Status::TRANSIENT_TRANSPORT_ERROR;
         }
         if slot.got < slot.len {
             return;

@@ -7,7 +7,7 @@ use crate::export::nvmf::pdu::{self, Digests, Header};
 
 /// A PDU's data.
 #[derive(Clone, Copy)]
-pub(in crate::export::nvmf) struct PduData<'a> {
+pub(crate) struct PduData<'a> {
     pub here: &'a [u8],
     pub len: usize,
     pub digest: Option<u32>,

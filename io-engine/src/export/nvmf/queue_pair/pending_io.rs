@@ -6,10 +6,10 @@
 
 use std::sync::Arc;
 
-use crate::export::nvmf::Controller;
+use crate::export::nvmf::controller::Controller;
 
 /// An I/O queue authenticating.
-pub(in crate::export::nvmf) struct PendingIo {
+pub(crate) struct PendingIo {
     /// The controller it joins.
     pub ctrl: Arc<Controller>,
     /// The share (device) the controller exports.

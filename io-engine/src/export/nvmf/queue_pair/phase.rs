@@ -4,10 +4,12 @@
 //!
 //! Thread: the queue pair's reactor (plain state of its core).
 
-use super::{AdminQueue, IoQueue, PendingIo};
+use super::admin_queue::AdminQueue;
+use super::io_queue::IoQueue;
+use super::pending_io::PendingIo;
 
 /// What a queue is doing.
-pub(in crate::export::nvmf) enum Phase {
+pub(crate) enum Phase {
     /// Waiting for the host's ICReq.
     Init,
     /// Waiting for the Connect that says which queue this is.

@@ -3,12 +3,12 @@
 //!
 //! Thread: the queue's reactor.
 
-use crate::export::nvmf::Command;
 use crate::export::nvmf::auth::Transaction;
+use crate::export::nvmf::command::Command;
 use crate::export::nvmf::command::{admin, fctype};
 
 /// The queue's authentication.
-pub(in crate::export::nvmf) enum QueueAuth {
+pub(crate) enum QueueAuth {
     /// Not required (or not yet: before the Connect).
     Open,
     /// Required and not done: only AUTH_Send and AUTH_Receive are

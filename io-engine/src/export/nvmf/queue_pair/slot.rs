@@ -3,12 +3,12 @@
 //!
 //! Thread: the queue's reactor.
 
-use crate::export::nvmf::Status;
+use crate::export::nvmf::completion::Status;
 use crate::pool::IoBuf;
 
 /// Where a command stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate::export::nvmf) enum SlotState {
+pub(crate) enum SlotState {
     /// A Write's or Compare's data is arriving: in its capsule, or (`r2t`)
     /// in H2CData PDUs after the target's R2T. Only then is data taken.
     AwaitingData {
@@ -20,7 +20,7 @@ pub(in crate::export::nvmf) enum SlotState {
 }
 
 /// A command taken.
-pub(in crate::export::nvmf) struct Slot {
+pub(crate) struct Slot {
     pub cid: u16,
     pub op: u8,
     pub state: SlotState,

@@ -6,7 +6,7 @@
 
 /// What the input waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate::export::nvmf) enum Wait {
+pub(crate) enum Wait {
     /// Nothing: PDUs are handled as they come.
     Nothing,
     /// An IO buffer for the command at the front.
