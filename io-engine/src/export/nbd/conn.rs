@@ -546,13 +546,7 @@ impl Connection {
                 return None;
             }
         };
-        let bufs = match Buffers::new() {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(peer = %self.peer, "NBD connection refused: {e}");
-                return None;
-            }
-        };
+        let bufs = Buffers::new();
         tracing::debug!(peer = %self.peer, export = export.name, structured, "NBD transmission");
         self.admission.borrow_mut().establish();
         self.counters.session_started();
@@ -629,7 +623,7 @@ impl Connection {
         let valid = validate(&req, &tx.export, tx.structured, tx.block_status.is_some());
         let buf = match (valid, req.kind) {
             (Ok(()), Command::Read | Command::Write) => match tx.bufs.take(req.length as usize) {
-                Some(buf) => {
+                Ok(Some(buf)) => {
                     if self.starved.replace(false) {
                         // Its header was first read when it starved.
                         start = self.starved_since.get();
@@ -638,11 +632,20 @@ impl Connection {
                 }
                 // Every buffer is out: wait for one to come back (the
                 // request is parsed, and counted, again then).
-                None => {
+                Ok(None) => {
                     if !self.starved.replace(true) {
                         self.starved_since.set(start);
                     }
                     return Ok(0);
+                }
+                // No memory for a buffer, and none out to come back: the
+                // request fails (ENOMEM), the connection goes on.
+                Err(e) => {
+                    tracing::warn!(peer = %self.peer, "NBD: {e}");
+                    tx.counters.request(req.kind);
+                    self.hold.accepted();
+                    self.refuse(tx, &req, ENOMEM, output);
+                    return Ok(used);
                 }
             },
             _ => None,

@@ -159,10 +159,7 @@ impl QueuePair {
                     .exports
                     .attach(Protocol::Nvmf, &p.export)
                     .ok_or(Status::CONNECT_CONTROLLER_BUSY)?;
-                let bufs = Buffers::new().map_err(|e| {
-                    tracing::warn!(peer = %self.peer, "NVMe/TCP: {e}");
-                    Status::INTERNAL_ERROR
-                })?;
+                let bufs = Buffers::new();
                 let read_only = self
                     .target
                     .exports

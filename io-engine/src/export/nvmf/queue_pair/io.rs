@@ -153,21 +153,23 @@ impl QueuePair {
         let Phase::Io(q) = &self.phase else {
             return Ok(Answer::status(cid, Status::COMMAND_SEQUENCE_ERROR));
         };
-        let (buf, spare) = match op {
-            nvm::COMPARE => match (q.bufs.take(len), q.bufs.take(len)) {
-                (Some(a), Some(b)) => (a, Some(b)),
-                _ => {
-                    self.wait = Wait::Buffer;
-                    return Ok(Answer::Wait);
-                }
-            },
-            _ => match q.bufs.take(len) {
-                Some(b) => (b, None),
-                None => {
-                    self.wait = Wait::Buffer;
-                    return Ok(Answer::Wait);
-                }
-            },
+        // A Compare takes two (the host's data, the device's); none free
+        // means waiting for one to come back, unless none is out to come
+        // back (no memory could be mapped): then the command fails.
+        let (first, second) = match op {
+            nvm::COMPARE => (q.bufs.take(len), q.bufs.take(len)),
+            _ => (q.bufs.take(len), Ok(None)),
+        };
+        let (buf, spare) = match (first, second) {
+            (Ok(Some(a)), Ok(b)) if op != nvm::COMPARE || b.is_some() => (a, b),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(peer = %self.peer, "NVMe/TCP: {e}");
+                return Ok(Answer::status(cid, Status::INTERNAL_ERROR));
+            }
+            _ => {
+                self.wait = Wait::Buffer;
+                return Ok(Answer::Wait);
+            }
         };
         self.wait = Wait::Nothing;
         self.free.pop();
