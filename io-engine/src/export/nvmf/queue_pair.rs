@@ -30,7 +30,8 @@
 //!   [`should_close`](QueuePair::should_close) says when the connection
 //!   may close, and [`close`](QueuePair::close) lets everything go.
 //!
-//! What a host controls is bounded: the input (a fixed buffer: reading
+//! What a host controls is bounded: the input (a buffer of at most
+//! [`INPUT_BYTES`], grown as reads need it: reading
 //! stops when it is full), the output (reading and handling stop while
 //! more than [`OUTPUT_CAP`] waits for a host that does not read), the
 //! commands in flight (the queue's size), authentication (one transaction
@@ -81,10 +82,13 @@ use crate::bdev::{BdevDesc, IoRequest};
 use crate::env::tsc;
 use crate::export::{Flushed, HandshakeSlot, Output};
 
-/// Bytes of the input buffer: two reads' worth, which holds any PDU the
-/// target handles whole (a capsule with its in-capsule data, at most 64
+/// Most bytes of the input buffer: two reads' worth, which holds any PDU
+/// the target handles whole (a capsule with its in-capsule data, at most 64
 /// KiB) behind a read.
 pub const INPUT_BYTES: usize = 2 * READ_CHUNK;
+/// Bytes of the input buffer at first: a queue that is sent little (an
+/// admin queue, an idle one) holds no more.
+const INPUT_FIRST: usize = 32 << 10;
 /// Bytes read from the socket per read, at most.
 pub const READ_CHUNK: usize = 256 << 10;
 /// Room kept behind data received straight into an IO buffer: its data
@@ -121,7 +125,7 @@ pub struct QueuePair {
     phase: Phase,
     auth: QueueAuth,
     /// Bytes from the host: those in `start..end` not handled yet.
-    input: Box<[u8]>,
+    input: Vec<u8>,
     start: usize,
     end: usize,
     /// Bytes still to come of a PDU handled before all of it arrived whose
@@ -204,7 +208,7 @@ impl QueuePair {
             established: false,
             phase: Phase::Init,
             auth: QueueAuth::Open,
-            input: vec![0; INPUT_BYTES].into_boxed_slice(),
+            input: vec![0; INPUT_FIRST],
             start: 0,
             end: 0,
             skip: 0,

@@ -60,7 +60,7 @@ impl QueuePair {
         !self.eof
             && !self.terminated
             && self.output.len() <= super::OUTPUT_CAP
-            && (self.inbound.is_some() || self.end - self.start < self.input.len())
+            && (self.inbound.is_some() || self.end - self.start < super::INPUT_BYTES)
     }
 
     /// `n` bytes came into the place [`recv_buf`](Self::recv_buf) gave.
@@ -74,8 +74,9 @@ impl QueuePair {
         self.end = (self.end + n).min(self.input.len());
     }
 
-    /// Moves the bytes not handled to the front of the input when fewer
-    /// than `want` bytes of room are left behind them.
+    /// Makes room for `want` bytes behind those not handled, as far as
+    /// the bound allows: they move to the front of the input, and the
+    /// input grows (doubling, up to [`INPUT_BYTES`](super::INPUT_BYTES)).
     fn make_room(&mut self, want: usize) {
         if self.start == self.end {
             self.start = 0;
@@ -85,6 +86,11 @@ impl QueuePair {
             self.input.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
+        }
+        let len = self.input.len();
+        if len - self.end < want && len < super::INPUT_BYTES {
+            let grown = (2 * len).max(self.end + want).min(super::INPUT_BYTES);
+            self.input.resize(grown, 0);
         }
     }
 
