@@ -74,9 +74,11 @@ impl QueuePair {
         self.end = (self.end + n).min(self.input.len());
     }
 
-    /// Makes room for `want` bytes behind those not handled, as far as
-    /// the bound allows: they move to the front of the input, and the
-    /// input grows (doubling, up to [`INPUT_BYTES`](super::INPUT_BYTES)).
+    /// Makes room behind the bytes not handled for a read of up to `want`
+    /// bytes: they move to the front of the input when fewer than `want`
+    /// bytes are left behind them, and the input doubles (up to
+    /// [`INPUT_BYTES`](super::INPUT_BYTES)) when it is full, so it grows
+    /// only as fast as the host fills it.
     fn make_room(&mut self, want: usize) {
         if self.start == self.end {
             self.start = 0;
@@ -88,9 +90,8 @@ impl QueuePair {
             self.start = 0;
         }
         let len = self.input.len();
-        if len - self.end < want && len < super::INPUT_BYTES {
-            let grown = (2 * len).max(self.end + want).min(super::INPUT_BYTES);
-            self.input.resize(grown, 0);
+        if self.end == len && len < super::INPUT_BYTES {
+            self.input.resize((2 * len).min(super::INPUT_BYTES), 0);
         }
     }
 
