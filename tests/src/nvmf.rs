@@ -370,15 +370,8 @@ impl Host {
         hostnqn: &str,
         kato_ms: u32,
     ) -> io::Result<Cqe> {
-        let mut data = vec![0u8; 1024];
-        data[16..18].copy_from_slice(&cntlid.to_le_bytes());
-        data[256..256 + subnqn.len()].copy_from_slice(subnqn.as_bytes());
-        data[512..512 + hostnqn.len()].copy_from_slice(hostnqn.as_bytes());
-        let sqe = Sqe::fabrics(0x01)
-            .with_bytes(42, &qid.to_le_bytes())
-            .with_bytes(44, &sqsize.to_le_bytes())
-            .with_bytes(46, &[self.cattr])
-            .with_bytes(48, &kato_ms.to_le_bytes());
+        let data = io_engine::export::nvmf::command::connect_data(cntlid, subnqn, hostnqn);
+        let sqe = Sqe::connect(qid, sqsize, self.cattr, kato_ms);
         Ok(self.exec(sqe, &data, &[])?.0)
     }
 

@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use io_engine::export::nvmf::command::{Command, fctype, sgl};
+use io_engine::export::nvmf::command::{Command, connect_data, fctype, sgl};
 use io_engine::export::nvmf::pdu::{Digests, flags, kind};
 
 use super::cqe::Cqe;
@@ -158,13 +158,8 @@ impl SetupQueue {
         subnqn: &str,
         hostnqn: &str,
     ) -> Result<Cqe, String> {
-        let mut data = vec![0u8; 1024];
-        data[16..18].copy_from_slice(&cntlid.to_le_bytes());
-        data[256..256 + subnqn.len()].copy_from_slice(subnqn.as_bytes());
-        data[512..512 + hostnqn.len()].copy_from_slice(hostnqn.as_bytes());
-        let sqe = Command::fabrics(fctype::CONNECT)
-            .with_bytes(42, &qid.to_le_bytes())
-            .with_bytes(44, &(entries - 1).to_le_bytes());
+        let data = connect_data(cntlid, subnqn, hostnqn);
+        let sqe = Command::connect(qid, entries - 1, 0, 0);
         Ok(self.exec(sqe, &data, 0)?.0)
     }
 

@@ -67,6 +67,22 @@ pub mod sgl {
     pub const TRANSPORT: u8 = 0x5A;
 }
 
+/// The 1024 bytes of a Connect's data: controller `cntlid` (0xFFFF: a new
+/// one, for an admin queue), subsystem `subnqn`, host `hostnqn` (each NQN
+/// cut at 255 bytes, NUL-padded).
+pub fn connect_data(cntlid: u16, subnqn: &str, hostnqn: &str) -> [u8; 1024] {
+    let mut data = [0u8; 1024];
+    data[16..18].copy_from_slice(&cntlid.to_le_bytes());
+    for (at, nqn) in [(256, subnqn), (512, hostnqn)] {
+        let b = nqn.as_bytes();
+        let b = b.get(..255).unwrap_or(b);
+        if let Some(field) = data.get_mut(at..at + b.len()) {
+            field.copy_from_slice(b);
+        }
+    }
+    data
+}
+
 /// One 64-byte command.
 #[derive(Clone, Copy)]
 pub struct Command(pub [u8; 64]);
@@ -82,6 +98,17 @@ impl Command {
     /// A fabrics command of type `fctype` (byte 4).
     pub fn fabrics(fctype: u8) -> Command {
         Command::new(admin::FABRICS, 0).with_bytes(4, &[fctype])
+    }
+
+    /// A Connect of queue `qid` with `sqsize` entries (0-based), connect
+    /// attributes `cattr` and a keep-alive timeout of `kato_ms`; its data
+    /// is [`connect_data`].
+    pub fn connect(qid: u16, sqsize: u16, cattr: u8, kato_ms: u32) -> Command {
+        Command::fabrics(fctype::CONNECT)
+            .with_bytes(42, &qid.to_le_bytes())
+            .with_bytes(44, &sqsize.to_le_bytes())
+            .with_bytes(46, &[cattr])
+            .with_bytes(48, &kato_ms.to_le_bytes())
     }
 
     /// A Read or Write (`opcode`) of `nlb` blocks at `slba` of namespace

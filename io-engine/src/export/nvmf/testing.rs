@@ -26,7 +26,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 
 use super::auth::{DhchapKeys, Hash, HostSecrets, Secret, message as m};
-use super::command::{Command, fctype, sgl};
+use super::command::{self, Command, fctype, sgl};
 use super::pdu::{self, DataAlignment, Digests, Header, kind};
 use super::{IoOutcome, Limits, QueuePair, ShareOptions, Target, nqn};
 use crate::bdev::{BdevRegistry, IoPoolConfig, IoRequest, IoType};
@@ -542,15 +542,8 @@ impl TestHost {
         subnqn: &str,
         hostnqn: &str,
     ) -> Ended {
-        let mut data = vec![0u8; 1024];
-        data[16..18].copy_from_slice(&cntlid.to_le_bytes());
-        data[256..256 + subnqn.len()].copy_from_slice(subnqn.as_bytes());
-        data[512..512 + hostnqn.len()].copy_from_slice(hostnqn.as_bytes());
-        let sqe = Command::fabrics(fctype::CONNECT)
-            .with_bytes(42, &qid.to_le_bytes())
-            .with_bytes(44, &sqsize.to_le_bytes())
-            .with_bytes(46, &[self.cattr])
-            .with_bytes(48, &self.kato.to_le_bytes());
+        let data = command::connect_data(cntlid, subnqn, hostnqn);
+        let sqe = Command::connect(qid, sqsize, self.cattr, self.kato);
         self.exec(sqe, &data, &[])
     }
 
