@@ -1,7 +1,9 @@
 //! What a host did that the target logs: each kind of event gets its own
 //! rate limit ([`PeerLogs`](super::PeerLogs)), so that a host repeating it
 //! (thousands of malformed PDUs, connects, failed authentications) cannot
-//! flood the log or spend the reactor's time writing it.
+//! flood the log or spend the reactor's time writing it. (A queue that
+//! authenticated is logged every time: only a host holding its secret can
+//! cause that line.)
 //!
 //! Thread: any (plain data).
 
@@ -17,8 +19,6 @@ pub enum PeerEvent {
     ConnectRefused,
     /// An admin queue connected: a controller was made.
     ControllerConnected,
-    /// A queue authenticated (DH-HMAC-CHAP).
-    Authenticated,
     /// A queue failed to authenticate.
     AuthFailed,
     /// A connection closed at its connect (or authentication) deadline.
@@ -32,12 +32,11 @@ pub enum PeerEvent {
 
 impl PeerEvent {
     /// Every event, in [`index`](Self::index) order.
-    pub const ALL: [PeerEvent; 9] = [
+    pub const ALL: [PeerEvent; 8] = [
         PeerEvent::Terminated,
         PeerEvent::HostTerminated,
         PeerEvent::ConnectRefused,
         PeerEvent::ControllerConnected,
-        PeerEvent::Authenticated,
         PeerEvent::AuthFailed,
         PeerEvent::ConnectDeadline,
         PeerEvent::KeepAliveExpired,
@@ -56,7 +55,6 @@ impl PeerEvent {
             PeerEvent::HostTerminated => "connections terminated by their host",
             PeerEvent::ConnectRefused => "Connects refused",
             PeerEvent::ControllerConnected => "controllers connected",
-            PeerEvent::Authenticated => "queues authenticated",
             PeerEvent::AuthFailed => "authentications failed",
             PeerEvent::ConnectDeadline => "connections closed at their connect deadline",
             PeerEvent::KeepAliveExpired => "controllers torn down at keep-alive expiry",

@@ -109,9 +109,8 @@ impl QueuePair {
             Outcome::Pending => {}
             Outcome::Authenticated => {
                 self.auth = QueueAuth::Done;
-                if let Some(n) = self.target.logs.note(PeerEvent::Authenticated) {
-                    tracing::info!(peer = %self.peer, cntlid, qid = self.qid, hostnqn, hash, dhgroup = group, unlogged = n, "NVMe/TCP host authenticated (DH-HMAC-CHAP)");
-                }
+                // Not rate-limited: only a host holding its secret gets here.
+                tracing::info!(peer = %self.peer, cntlid, qid = self.qid, hostnqn, hash, dhgroup = group, "NVMe/TCP host authenticated (DH-HMAC-CHAP)");
                 if let Err(status) = self.establish() {
                     if let Some(n) = self.target.logs.note(PeerEvent::NotEstablished) {
                         tracing::warn!(peer = %self.peer, cntlid, qid = self.qid, hostnqn, status = format_args!("{:#x}", status.0), unlogged = n, "NVMe/TCP queue closed after it authenticated: no room for it");
