@@ -64,6 +64,9 @@ impl QueuePair {
     }
 
     /// `n` bytes came into the place [`recv_buf`](Self::recv_buf) gave.
+    /// A read that filled the input to its end doubles it (up to
+    /// [`INPUT_BYTES`](super::INPUT_BYTES)): the host sends faster than
+    /// one read of that size takes, and fewer, larger reads cost less.
     pub fn received(&mut self, n: usize) {
         let mut n = n;
         if let Some(inb) = self.inbound.as_mut() {
@@ -71,14 +74,18 @@ impl QueuePair {
             inb.at += direct;
             n -= direct;
         }
-        self.end = (self.end + n).min(self.input.len());
+        let len = self.input.len();
+        self.end = (self.end + n).min(len);
+        if n > 0 && self.end == len && len < super::INPUT_BYTES {
+            self.input.resize((2 * len).min(super::INPUT_BYTES), 0);
+        }
     }
 
     /// Makes room behind the bytes not handled for a read of up to `want`
     /// bytes: they move to the front of the input when fewer than `want`
     /// bytes are left behind them, and the input doubles (up to
-    /// [`INPUT_BYTES`](super::INPUT_BYTES)) when it is full, so it grows
-    /// only as fast as the host fills it.
+    /// [`INPUT_BYTES`](super::INPUT_BYTES)) when it is full (a PDU longer
+    /// than it so far), so it grows only as the host fills it.
     fn make_room(&mut self, want: usize) {
         if self.start == self.end {
             self.start = 0;
