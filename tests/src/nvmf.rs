@@ -72,32 +72,8 @@ impl Pdu {
     }
 }
 
-/// A completion queue entry.
-#[derive(Debug, Clone, Copy)]
-pub struct Cqe(pub [u8; 16]);
-
-impl Cqe {
-    /// Dword 0.
-    pub fn dw0(&self) -> u32 {
-        u32::from_le_bytes(self.0[0..4].try_into().unwrap())
-    }
-
-    /// Dword 1.
-    pub fn dw1(&self) -> u32 {
-        u32::from_le_bytes(self.0[4..8].try_into().unwrap())
-    }
-
-    /// Command identifier.
-    pub fn cid(&self) -> u16 {
-        u16::from_le_bytes([self.0[12], self.0[13]])
-    }
-
-    /// Status: type in bits 10:8, code in bits 7:0 (0: success).
-    pub fn status(&self) -> u16 {
-        let sf = u16::from_le_bytes([self.0[14], self.0[15]]);
-        (sf >> 1) & 0x7FF
-    }
-}
+/// A completion queue entry, as every host of the project reads one.
+pub use io_engine::export::nvmf::Cqe;
 
 /// A 64-byte command: the target's own submission queue entry, built
 /// with its setters.

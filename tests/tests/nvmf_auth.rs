@@ -5,46 +5,17 @@
 //! wrong response answered with Failure1 and the connection closed, and no
 //! secret in the daemon's log, the export list or the config dump.
 //!
-//! The host's responses are computed by a Python script (hashlib, hmac),
-//! the secrets by `nvme gen-dhchap-key`: never by the engine's code.
+//! The host's responses are computed by a Python script (hashlib, hmac;
+//! the tests' host, `io_engine_tests::nvmf::dhchap_response`), the secrets
+//! by `nvme gen-dhchap-key`: never by the engine's code.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
 use io_engine_tests::daemon::Daemon;
-use io_engine_tests::nvmf::{CC_ENABLE, Cqe, HOST_NQN, Host, Sqe, nqn_of};
+use io_engine_tests::nvmf::{CC_ENABLE, HOST_NQN, Host, Sqe, nqn_of};
 use io_engine_tests::tools::TempDir;
 use io_engine_tests::u;
-
-/// The host's response (NULL group), by Python: HMAC(transformed key,
-/// C1 || SEQNUM || T_ID || 00h || "HostHost" || NQNh || 00h || NQNs).
-const PY: &str = r#"
-import sys, hmac, hashlib, base64
-secret, host, sub, c1, s1, tid = sys.argv[1:]
-_, hh, b64 = secret.split(':')[:3]
-key = base64.b64decode(b64)[:-4]
-if int(hh):
-    key = hmac.new(key, host.encode() + b"NVMe-over-Fabrics", hashlib.sha256).digest()
-msg = bytes.fromhex(c1) + int(s1).to_bytes(4, 'little') + int(tid).to_bytes(2, 'little') \
-    + b'\0' + b'HostHost' + host.encode() + b'\0' + sub.encode()
-print(hmac.new(key, msg, hashlib.sha256).hexdigest())
-"#;
-
-fn response(secret: &str, subnqn: &str, c1: &[u8], s1: u32, tid: u16) -> Vec<u8> {
-    let c1: String = c1.iter().map(|b| format!("{b:02x}")).collect();
-    let (s1, tid) = (s1.to_string(), tid.to_string());
-    let out = Command::new("python3")
-        .args(["-c", PY, secret, HOST_NQN, subnqn, &c1, &s1, &tid])
-        .output()
-        .expect("python3 runs");
-    assert!(out.status.success());
-    let hex = String::from_utf8(out.stdout).unwrap();
-    let hex = hex.trim();
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect()
-}
 
 fn gen_key() -> String {
     let out = Command::new("nvme")
@@ -53,53 +24,6 @@ fn gen_key() -> String {
         .expect("nvme-cli runs");
     assert!(out.status.success());
     String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-/// AUTH_Send of `msg`.
-fn auth_send(h: &mut Host, msg: &[u8]) -> Cqe {
-    let sqe = Sqe::fabrics(0x05)
-        .with_bytes(41, &[0x01, 0x01, 0xE9])
-        .with_bytes(44, &(msg.len() as u32).to_le_bytes());
-    h.exec(sqe, msg, &[]).unwrap().0
-}
-
-/// AUTH_Receive of 4 KiB, as the Linux host asks.
-fn auth_receive(h: &mut Host) -> (Cqe, Vec<u8>) {
-    let sqe = Sqe::fabrics(0x06)
-        .with_bytes(41, &[0x01, 0x01, 0xE9])
-        .with_bytes(44, &4096u32.to_le_bytes());
-    h.read_admin(sqe, 4096).unwrap()
-}
-
-/// Negotiate (SHA-256, NULL group), Challenge, Reply with `secret`'s
-/// response; returns what the target answered last (Success1 or
-/// Failure1).
-fn authenticate(h: &mut Host, secret: &str, subnqn: &str, tid: u16) -> Vec<u8> {
-    let mut negotiate = vec![0u8; 72];
-    negotiate[4..6].copy_from_slice(&tid.to_le_bytes());
-    negotiate[7] = 1; // one protocol
-    negotiate[8] = 1; // DH-HMAC-CHAP
-    negotiate[10] = 1; // one hash: SHA-256
-    negotiate[11] = 1; // one group: NULL
-    negotiate[12] = 1;
-    negotiate[42] = 0;
-    assert_eq!(auth_send(h, &negotiate).status(), 0);
-    let (cqe, c) = auth_receive(h);
-    assert_eq!(cqe.status(), 0);
-    assert_eq!((c[0], c[1], c[6], c[8], c[9]), (1, 0x01, 32, 1, 0), "{c:?}");
-    assert_eq!(u16::from_le_bytes([c[4], c[5]]), tid);
-    let s1 = u32::from_le_bytes(c[12..16].try_into().unwrap());
-    let r = response(secret, subnqn, &c[16..48], s1, tid);
-    let mut reply = vec![0u8; 16 + 64];
-    reply[1] = 0x02;
-    reply[0] = 1;
-    reply[4..6].copy_from_slice(&tid.to_le_bytes());
-    reply[6] = 32;
-    reply[16..48].copy_from_slice(&r);
-    assert_eq!(auth_send(h, &reply).status(), 0);
-    let (cqe, answer) = auth_receive(h);
-    assert_eq!(cqe.status(), 0);
-    answer
 }
 
 /// `bdev share m0 --protocol nvmf` to HOST_NQN with the secret in `file`.
@@ -144,7 +68,7 @@ fn a_host_with_a_secret_authenticates_every_queue_before_anything_runs() {
         admin.read_admin(identify, 4096).unwrap().0.status(),
         AUTH_REQUIRED
     );
-    let success1 = authenticate(&mut admin, &secret, &subnqn, 7);
+    let success1 = admin.authenticate(&secret, HOST_NQN, &subnqn, 7).unwrap();
     assert_eq!(
         (success1[0], success1[1], success1[8]),
         (1, 0x03, 0),
@@ -163,7 +87,7 @@ fn a_host_with_a_secret_authenticates_every_queue_before_anything_runs() {
         io.exec(write, &[0xAB; 4096], &[]).unwrap().0.status(),
         AUTH_REQUIRED
     );
-    let success1 = authenticate(&mut io, &secret, &subnqn, 8);
+    let success1 = io.authenticate(&secret, HOST_NQN, &subnqn, 8).unwrap();
     assert_eq!(success1[1], 0x03);
     assert_eq!(io.exec(write, &[0xAB; 4096], &[]).unwrap().0.status(), 0);
 
@@ -171,7 +95,7 @@ fn a_host_with_a_secret_authenticates_every_queue_before_anything_runs() {
     // connection closes; nothing it sent reached the device.
     let (mut bad, cqe) = Host::admin(addr, &subnqn, 0).unwrap();
     assert_ne!(cqe.dw0() & ATR, 0);
-    let failure1 = authenticate(&mut bad, &other, &subnqn, 9);
+    let failure1 = bad.authenticate(&other, HOST_NQN, &subnqn, 9).unwrap();
     assert_eq!(&failure1[..8], &[0, 0xF1, 0, 0, 9, 0, 1, 1], "{failure1:?}");
     assert!(bad.closed(), "the refused connection closes");
     let stats = d.ctl_json(&["stats", "io", "m0"]);

@@ -18,11 +18,11 @@ use io_engine::export::nvmf::pdu::{self, flags, kind};
 
 use super::conn_stats::ConnStats;
 use super::copy;
-use super::cqe::Cqe;
 use super::plan::Plan;
 use super::region::{Content, Region};
 use super::wire;
 use super::workload::Workload;
+use io_engine::export::nvmf::Cqe;
 
 /// Bytes read from the socket per call, at least.
 const READ_CHUNK: usize = 1 << 20;
@@ -303,7 +303,9 @@ impl Connection {
             |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes")) as usize;
         match b[0] {
             kind::CAPSULE_RESP => {
-                let cqe = Cqe::from_slice(&b[8..]);
+                let Some(cqe) = Cqe::from_slice(&b[8..]) else {
+                    return self.break_with("a response capsule cut short".into());
+                };
                 match self.slot_of(cqe.cid(), None) {
                     Some(i) => self.complete(i, cqe.status(), now),
                     None => {

@@ -13,7 +13,6 @@ mod conn_stats;
 mod connection;
 mod controller;
 mod copy;
-mod cqe;
 mod histogram;
 mod plan;
 mod region;

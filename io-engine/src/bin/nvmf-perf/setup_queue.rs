@@ -13,8 +13,8 @@ use std::time::Duration;
 use io_engine::export::nvmf::command::{Command, connect_data, fctype, sgl};
 use io_engine::export::nvmf::pdu::{Digests, flags, kind};
 
-use super::cqe::Cqe;
 use super::wire;
+use io_engine::export::nvmf::Cqe;
 
 /// Longest wait for a connection or an answer during setup.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -121,7 +121,7 @@ impl SetupQueue {
             let (at, len) = wire::received(&p, self.digests)?;
             match p[0] {
                 kind::CAPSULE_RESP => {
-                    let cqe = Cqe::from_slice(&p[8..]);
+                    let cqe = Cqe::from_slice(&p[8..]).ok_or("a response capsule cut short")?;
                     if cqe.cid() != cid {
                         return Err(format!("a completion for CID {} (sent {cid})", cqe.cid()));
                     }

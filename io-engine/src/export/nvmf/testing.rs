@@ -28,7 +28,7 @@ use base64::Engine as _;
 use super::auth::{DhchapKeys, Hash, HostSecrets, Secret, message as m};
 use super::command::{self, Command, fctype, sgl};
 use super::pdu::{self, DataAlignment, Digests, Header, kind};
-use super::{IoOutcome, Limits, QueuePair, ShareOptions, Target, nqn};
+use super::{Cqe, IoOutcome, Limits, QueuePair, ShareOptions, Target, nqn};
 use crate::bdev::{BdevRegistry, IoPoolConfig, IoRequest, IoType};
 use crate::env::tsc;
 use crate::export::{Exports, HandshakeSlot, Protocol};
@@ -204,30 +204,7 @@ impl Pdu {
     /// A CapsuleResp's completion.
     pub fn cqe(&self) -> Cqe {
         assert_eq!(self.header.kind, kind::CAPSULE_RESP, "{self:?}");
-        Cqe(self.bytes[8..24].try_into().unwrap())
-    }
-}
-
-/// A completion queue entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cqe(pub [u8; 16]);
-
-impl Cqe {
-    pub fn dw0(&self) -> u32 {
-        u32::from_le_bytes(self.0[0..4].try_into().unwrap())
-    }
-    pub fn sqhd(&self) -> u16 {
-        u16::from_le_bytes([self.0[8], self.0[9]])
-    }
-    pub fn sqid(&self) -> u16 {
-        u16::from_le_bytes([self.0[10], self.0[11]])
-    }
-    pub fn cid(&self) -> u16 {
-        u16::from_le_bytes([self.0[12], self.0[13]])
-    }
-    /// Status: type in bits 10:8, code in bits 7:0 (0: success).
-    pub fn status(&self) -> u16 {
-        (u16::from_le_bytes([self.0[14], self.0[15]]) >> 1) & 0x7FF
+        Cqe::from_slice(&self.bytes[8..]).unwrap()
     }
 }
 
