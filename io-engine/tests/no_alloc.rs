@@ -64,6 +64,7 @@ impl Loop {
             buf: Some(buf),
             src: 0,
             tag: 0,
+            fua: false,
         };
         self.ch.submit(req, self.clone()).unwrap();
     }

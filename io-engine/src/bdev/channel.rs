@@ -63,6 +63,9 @@ struct Inner {
     block_size: u32,
     size: u64,
     supported: [bool; IoType::COUNT],
+    /// The device wakes the reactor when its IO completes
+    /// ([`DeviceChannel::wakes_reactor`]).
+    wakes_reactor: bool,
     /// This core's entry of the device's counters.
     counters: Arc<CachePadded<CoreCounters>>,
     /// Scratch for the device's completions; keeps its capacity.
@@ -111,7 +114,9 @@ impl IoChannel {
                 }
             }
         }
+        let wakes_reactor = dev.wakes_reactor();
         let inner = Rc::new(Inner {
+            wakes_reactor,
             block_mask: block_size as u64 - 1,
             block_size,
             size: bdev.size_bytes(),
@@ -296,6 +301,7 @@ impl Inner {
         s.buf = req.buf;
         s.src = req.src;
         s.tag = req.tag;
+        s.fua = req.fua;
         s.status = Ok(());
         s.submit_tsc = tsc::now();
         self.in_flight.set(self.in_flight.get() + 1);
@@ -326,8 +332,9 @@ impl Inner {
             self.retire_if_drained();
         }
         // IO still in the device (an offload engine working on it) keeps
-        // the reactor polling rather than sleeping.
-        if n > 0 || retried || self.in_flight.get() > 0 {
+        // the reactor polling rather than sleeping, unless the device wakes
+        // it when the IO completes.
+        if n > 0 || retried || (self.in_flight.get() > 0 && !self.wakes_reactor) {
             Poll::Busy
         } else {
             Poll::Idle

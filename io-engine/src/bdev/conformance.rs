@@ -10,8 +10,9 @@ use crate::env::cores::CoreSet;
 use crate::pool::{BufPool, IoBuf, PoolConfig};
 use crate::reactor::{PollMode, Reactors};
 
-/// Every device type and block size, and a malloc device larger than the
-/// last-level cache (whose writes are placed in memory, streamed).
+/// Every device type and block size, a malloc device larger than the
+/// last-level cache (whose writes are placed in memory, streamed), and
+/// `uring` and `aio` devices on new files.
 fn devices() -> Vec<String> {
     let past_llc = crate::env::cache::last_level_bytes().div_ceil(1 << 20) + 1;
     let mut d: Vec<String> = [
@@ -23,7 +24,25 @@ fn devices() -> Vec<String> {
     .map(String::from)
     .into();
     d.push(format!("malloc:///d?size_mb={past_llc}&blk_size=512"));
+    for kind in ["uring", "aio"] {
+        for bs in [512, 4096] {
+            d.push(format!(
+                "{kind}://{}?size_mb=4&blk_size={bs}&name=d",
+                scratch_file().display()
+            ));
+        }
+    }
     d
+}
+
+/// A path for a new backing file, on the disk the temporary directory is
+/// on (a file system with O_DIRECT; not tmpfs).
+pub(super) fn scratch_file() -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!("io-engine-bdev-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(format!("backing-{}", N.fetch_add(1, Ordering::Relaxed)))
 }
 
 struct Fixture {
@@ -91,6 +110,16 @@ fn for_each_device(test: impl Fn(&Fixture, &str, bool, u64)) {
             0,
             "{uri}: IO objects leaked"
         );
+        if let Some(path) = fx
+            .registry
+            .open(&info.name)
+            .unwrap()
+            .bdev()
+            .backing()
+            .map(|b| b.0.to_path_buf())
+        {
+            std::fs::remove_file(path).unwrap();
+        }
     }
 }
 

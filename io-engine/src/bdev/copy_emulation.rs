@@ -172,4 +172,8 @@ impl DeviceChannel for CopyEmulation {
         }
         done.len() - before
     }
+
+    fn wakes_reactor(&self) -> bool {
+        self.dev.wakes_reactor()
+    }
 }

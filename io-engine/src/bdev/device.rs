@@ -16,7 +16,7 @@ use super::io::IoType;
 pub trait Bdev: Send + Sync + 'static {
     /// Name, geometry, identity and URI.
     fn identity(&self) -> &Identity;
-    /// `null` or `malloc`.
+    /// `null`, `malloc`, `uring` or `aio`.
     fn product(&self) -> &'static str;
     /// Whether the device serves `op`.
     fn supports(&self, op: IoType) -> bool;
@@ -24,6 +24,17 @@ pub trait Bdev: Send + Sync + 'static {
     fn stores_data(&self) -> bool;
     /// Opens the device's side of a channel on the calling core.
     fn create_channel(&self) -> Box<dyn DeviceChannel>;
+
+    /// Whether completed writes may sit in a volatile cache until a flush
+    /// (NVMe/TCP then reports a volatile write cache, and hosts flush).
+    fn volatile_write_cache(&self) -> bool {
+        false
+    }
+    /// The backing's path and kind (`file`, `block_device`), for devices
+    /// that have one.
+    fn backing(&self) -> Option<(&std::path::Path, &'static str)> {
+        None
+    }
 
     /// Unique name.
     fn name(&self) -> &str {

@@ -15,4 +15,12 @@ pub trait DeviceChannel {
     fn submit(&mut self, io: BdevIo);
     /// Moves finished IOs (status set) into `done`; returns how many.
     fn poll(&mut self, done: &mut Vec<BdevIo>) -> usize;
+    /// Whether the device wakes a sleeping reactor itself when its IO
+    /// completes (a kernel ring's eventfd registered with the reactor), so
+    /// IO in flight need not keep the reactor polling. False: an engine
+    /// that signals nothing (an offload engine's completion records) keeps
+    /// the reactor busy while it holds IO.
+    fn wakes_reactor(&self) -> bool {
+        false
+    }
 }

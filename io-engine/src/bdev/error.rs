@@ -38,6 +38,14 @@ pub enum BdevError {
         /// Why.
         source: DmaError,
     },
+    /// The backing of a `uring` or `aio` device could not be used.
+    #[error("cannot create device {}: {source}", Quoted(.name))]
+    Backing {
+        /// Device name.
+        name: String,
+        /// Why.
+        source: super::file::BackingError,
+    },
     /// A channel can only be opened on a reactor thread.
     #[error("IO channels are opened on a reactor thread")]
     NotOnReactor,

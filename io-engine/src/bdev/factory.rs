@@ -3,12 +3,14 @@
 //! kind.
 //!
 //! Thread: the thread creating the device (the control path); a malloc
-//! device checks and maps its memory here.
+//! device checks and maps its memory here, a `uring` or `aio` device opens
+//! its backing.
 
 use std::sync::Arc;
 
 use super::device::Bdev;
 use super::error::BdevError;
+use super::file::{Aio, Uring};
 use super::malloc::Malloc;
 use super::null::Null;
 use super::uri::{BdevKind, BdevSpec};
@@ -37,6 +39,16 @@ impl Factory {
                         .map_err(|source| BdevError::NoMemory { name, source })?,
                 )
             }
+            BdevKind::Uring => {
+                Arc::new(Uring::new(&spec).map_err(|source| BdevError::Backing {
+                    name: spec.name.clone(),
+                    source,
+                })?)
+            }
+            BdevKind::Aio => Arc::new(Aio::new(&spec).map_err(|source| BdevError::Backing {
+                name: spec.name.clone(),
+                source,
+            })?),
         })
     }
 }

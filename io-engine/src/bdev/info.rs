@@ -15,8 +15,14 @@ pub struct BdevInfo {
     pub uuid: uuid::Uuid,
     /// Canonical URI.
     pub uri: String,
-    /// `null` or `malloc`.
+    /// `null`, `malloc`, `uring` or `aio`.
     pub product: String,
+    /// The backing's path (`uring`, `aio`).
+    pub backing_path: Option<String>,
+    /// The backing's kind: `file` or `block_device`.
+    pub backing_kind: Option<String>,
+    /// Whether writes may sit in a volatile cache until a flush.
+    pub volatile_write_cache: bool,
     /// Bytes per block.
     pub block_size: u32,
     /// Number of blocks.
@@ -35,6 +41,9 @@ impl BdevInfo {
             uuid: b.uuid(),
             uri: b.uri(),
             product: b.product().to_string(),
+            backing_path: b.backing().map(|(p, _)| p.display().to_string()),
+            backing_kind: b.backing().map(|(_, k)| k.to_string()),
+            volatile_write_cache: b.volatile_write_cache(),
             block_size: b.block_size(),
             num_blocks: b.num_blocks(),
             size_bytes: b.size_bytes(),

@@ -134,6 +134,8 @@ pub struct IoRequest {
     pub src: u64,
     /// The submitter's own value, handed back at completion.
     pub tag: u64,
+    /// Force unit access: a write completes only once durable.
+    pub fua: bool,
 }
 
 impl IoRequest {
@@ -146,6 +148,7 @@ impl IoRequest {
             buf: Some(buf),
             src: 0,
             tag: 0,
+            fua: false,
         }
     }
 
@@ -158,6 +161,7 @@ impl IoRequest {
             buf: Some(buf),
             src: 0,
             tag: 0,
+            fua: false,
         }
     }
 
@@ -170,6 +174,7 @@ impl IoRequest {
             buf: None,
             src: 0,
             tag: 0,
+            fua: false,
         }
     }
 
@@ -182,12 +187,19 @@ impl IoRequest {
             buf: None,
             src,
             tag: 0,
+            fua: false,
         }
     }
 
     /// Sets the tag.
     pub fn tag(mut self, tag: u64) -> Self {
         self.tag = tag;
+        self
+    }
+
+    /// Sets force unit access (meaningful on writes).
+    pub fn fua(mut self, fua: bool) -> Self {
+        self.fua = fua;
         self
     }
 }
@@ -219,6 +231,7 @@ pub struct IoSlot {
     pub(super) buf: Option<IoBuf>,
     pub(super) src: u64,
     pub(super) tag: u64,
+    pub(super) fua: bool,
     pub(super) status: Result<(), IoError>,
     /// A completed read placed no data in the buffer: the range reads as
     /// zeroes (a device that stores nothing). Cleared when the IO is done.
@@ -238,6 +251,7 @@ impl Default for IoSlot {
             buf: None,
             src: 0,
             tag: 0,
+            fua: false,
             status: Ok(()),
             zeroes: false,
             copy: None,
@@ -277,6 +291,11 @@ impl IoSlot {
     #[inline]
     pub fn tag(&self) -> u64 {
         self.tag
+    }
+    /// Force unit access: the write is durable when it completes.
+    #[inline]
+    pub fn fua(&self) -> bool {
+        self.fua
     }
     /// Outcome (meaningful once completed).
     #[inline]

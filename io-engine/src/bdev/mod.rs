@@ -1,5 +1,6 @@
 //! Block devices: the [`Bdev`] trait, IO objects, per-core channels, the
-//! registry and its factory, URIs, and the null and malloc devices.
+//! registry and its factory, URIs, the null and malloc devices, and the
+//! devices with a backing file or block device (`uring`, `aio`: `file/`).
 //!
 //! Thread: the registry ([`BdevRegistry`]) and descriptors ([`BdevDesc`]) are
 //! used from any thread (the control plane creates and destroys devices).
@@ -21,7 +22,8 @@
 //! Files, lowest first: `quoted.rs` (client input in messages, bounded),
 //! `uri.rs` (specs), `io.rs` (IO objects), `stats.rs`,
 //! `identity.rs`, `device_channel.rs` and `device.rs` (the traits),
-//! `null.rs` and `malloc.rs` (the devices), `factory.rs` (builds a device
+//! `null.rs` and `malloc.rs` (the devices), `file/` (`uring` and `aio`),
+//! `factory.rs` (builds a device
 //! from its spec), `entry.rs`, `desc.rs`, `info.rs`, `stats_reset.rs` and
 //! `registry.rs` (the set of devices), `copy_progress.rs` and
 //! `copy_emulation.rs` (copy made of reads and writes),
@@ -38,6 +40,7 @@ mod draining_channel;
 mod entry;
 mod error;
 mod factory;
+mod file;
 mod identity;
 mod info;
 mod io;
@@ -60,6 +63,7 @@ pub use desc::BdevDesc;
 pub use device::Bdev;
 pub use device_channel::DeviceChannel;
 pub use error::BdevError;
+pub use file::{BACKING_UUID_NAMESPACE, BackingError, BackingKind, path_uuid};
 pub use identity::Identity;
 pub use info::BdevInfo;
 pub use io::{BdevIo, IoCompletion, IoDone, IoError, IoRequest, IoSlot, IoType, SubmitError};
@@ -68,4 +72,4 @@ pub use quoted::{QUOTE_CHARS, Quoted};
 pub use registry::BdevRegistry;
 pub use stats::{IoStats, LATENCY_BUCKETS, OpStats, latency_bucket_bounds_ns};
 pub use stats_reset::StatsReset;
-pub use uri::{BdevKind, BdevSpec, UriError};
+pub use uri::{BdevKind, BdevSpec, FileSpec, UriError};

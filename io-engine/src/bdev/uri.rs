@@ -4,8 +4,8 @@
 //! functions over strings (no shared state, no locks); they allocate, so they
 //! belong on the control path, never the data path.
 //!
-//! A bdev is created from a URI such as `null:///n0?size_mb=1024&blk_size=4096`
-//! or `malloc:///m0?num_blocks=131072`. This module turns such text into a
+//! A bdev is created from a URI such as `null:///n0?size_mb=1024&blk_size=4096`,
+//! `malloc:///m0?num_blocks=131072` or `uring:///dev/sdb?blk_size=4096`. This module turns such text into a
 //! validated [`BdevSpec`] (kind, name, block size, block count, optional
 //! uuid) or a [`UriError`] that says what was wrong, quotes the offending
 //! text (through [`Quoted`], so at most 128 characters of it) and says what
@@ -22,6 +22,15 @@
 //!   `uuid=UUID`; each at most once, in any order; anything else is an error;
 //! - no `#fragment`.
 //!
+//! Devices with a backing (`uring`, `aio`) take the backing's absolute path
+//! in place of the name: `uring:///var/lib/disk0.img`. Their parameters are
+//! `blk_size`, `uuid`, `readonly=true|false`, `direct=true|false` (O_DIRECT,
+//! default true), `size_mb=N` (create the file at this size if missing) and
+//! `name=NAME` (default: the path's last component); `num_blocks` is not
+//! accepted (the size is the backing's). Such a spec is completed
+//! ([`BdevSpec::resolved`]) when its backing is opened: block size, block
+//! count and uuid come from the backing then (see `file/`).
+//!
 //! The canonical form, kept in [`BdevSpec::uri`] and printed by its
 //! `Display`, is `SCHEME:///NAME?size_mb=N&blk_size=B[&uuid=U]` (or
 //! `num_blocks=N` in place of `size_mb`, as given): parameters in a fixed
@@ -37,6 +46,11 @@ use uuid::Uuid;
 
 use super::quoted::Quoted;
 
+mod file_spec;
+
+pub use file_spec::FileSpec;
+use file_spec::{DIRECT, NAME, READONLY};
+
 /// Block size used when the URI gives no `blk_size`.
 pub const DEFAULT_BLOCK_SIZE: u32 = 512;
 
@@ -47,7 +61,10 @@ pub const BLOCK_SIZES: [u32; 2] = [512, 4096];
 pub const MAX_NAME_LEN: usize = 255;
 
 /// The query parameters a URI may carry, in canonical order.
-pub const PARAMETERS: [&str; 4] = [SIZE_MB, NUM_BLOCKS, BLK_SIZE, UUID];
+pub const PARAMETERS: [&str; 7] = [SIZE_MB, NUM_BLOCKS, BLK_SIZE, UUID, READONLY, DIRECT, NAME];
+
+/// The parameters of a device with a backing (`uring`, `aio`).
+pub const FILE_PARAMETERS: [&str; 6] = [BLK_SIZE, UUID, READONLY, DIRECT, SIZE_MB, NAME];
 
 const SIZE_MB: &str = "size_mb";
 const NUM_BLOCKS: &str = "num_blocks";
@@ -59,10 +76,15 @@ const MIB: u64 = 1 << 20;
 
 /// Known schemes, as listed in error messages (kept equal to [`BdevKind::ALL`]
 /// by a test).
-const KNOWN_SCHEMES: &str = "null, malloc";
+const KNOWN_SCHEMES: &str = "null, malloc, uring, aio";
 /// Accepted parameters, as listed in error messages (kept equal to
 /// [`PARAMETERS`] by a test).
-const ACCEPTED_PARAMETERS: &str = "size_mb, num_blocks, blk_size, uuid";
+const ACCEPTED_PARAMETERS: &str = "size_mb, num_blocks, blk_size, uuid, readonly, direct, name";
+/// The parameters of `null` and `malloc`, as listed in error messages.
+const MEMORY_PARAMETERS: &str = "size_mb, num_blocks, blk_size, uuid";
+/// The parameters of `uring` and `aio` (kept equal to [`FILE_PARAMETERS`]
+/// by a test).
+const FILE_PARAMETERS_TEXT: &str = "blk_size, uuid, readonly, direct, size_mb, name";
 /// Characters allowed in a name, as listed in error messages.
 const NAME_CHARS: &str = "ASCII letters, digits, '-', '_', '.', ':'";
 
@@ -73,18 +95,35 @@ pub enum BdevKind {
     Null,
     /// `malloc://`: a RAM disk in DMA memory.
     Malloc,
+    /// `uring://`: a file or block device, through the reactor's io_uring.
+    Uring,
+    /// `aio://`: a file or block device, through Linux native AIO.
+    Aio,
 }
 
 impl BdevKind {
     /// Every kind, in the order error messages list them.
-    pub const ALL: [BdevKind; 2] = [BdevKind::Null, BdevKind::Malloc];
+    pub const ALL: [BdevKind; 4] = [
+        BdevKind::Null,
+        BdevKind::Malloc,
+        BdevKind::Uring,
+        BdevKind::Aio,
+    ];
 
-    /// The URI scheme of this kind: `"null"` or `"malloc"`.
+    /// The URI scheme of this kind: `"null"`, `"malloc"`, `"uring"`, `"aio"`.
     pub const fn as_str(self) -> &'static str {
         match self {
             BdevKind::Null => "null",
             BdevKind::Malloc => "malloc",
+            BdevKind::Uring => "uring",
+            BdevKind::Aio => "aio",
         }
+    }
+
+    /// Whether the device has a backing file or block device (its URI
+    /// gives a path, not a name and size).
+    pub const fn has_backing(self) -> bool {
+        matches!(self, BdevKind::Uring | BdevKind::Aio)
     }
 
     /// The kind whose scheme is `scheme` (ASCII case-insensitive), if any.
@@ -121,6 +160,10 @@ pub struct BdevSpec {
     pub uuid: Option<Uuid>,
     /// The canonical URI (see the module documentation).
     pub uri: String,
+    /// The backing of a `uring` or `aio` device. Until the spec is
+    /// [`resolved`](BdevSpec::resolved), such a spec's `block_size` is the
+    /// `blk_size=` asked for (0: the backing's) and `num_blocks` is 0.
+    pub backing: Option<FileSpec>,
 }
 
 impl BdevSpec {
@@ -166,7 +209,22 @@ impl BdevSpec {
             num_blocks,
             uuid,
             uri,
+            backing: None,
         })
+    }
+
+    /// A backed device's spec completed from its opened backing: its block
+    /// size, block count and uuid, and the canonical URI naming them (so
+    /// that a restart from the URI gets the same device).
+    pub fn resolved(&self, block_size: u32, num_blocks: u64, uuid: Uuid) -> BdevSpec {
+        let mut spec = self.clone();
+        spec.block_size = block_size;
+        spec.num_blocks = num_blocks;
+        spec.uuid = Some(uuid);
+        if let Some(backing) = &self.backing {
+            spec.uri = backing.canonical_uri(self.kind.as_str(), block_size, Some(uuid));
+        }
+        spec
     }
 
     /// The device size in bytes: `num_blocks * block_size` (saturating at
@@ -402,6 +460,44 @@ pub enum UriError {
         /// What is wrong with it.
         reason: String,
     },
+
+    /// A parameter that exists, but not for this kind of device.
+    #[error("parameter {param:?} does not apply to {kind} devices; accepted: {accepted}")]
+    NotForKind {
+        /// The parameter.
+        param: &'static str,
+        /// The device kind.
+        kind: BdevKind,
+        /// What the kind accepts.
+        accepted: &'static str,
+    },
+
+    /// A boolean parameter that is neither `true` nor `false`.
+    #[error("parameter {param}={} is not a boolean; expected true or false", Quoted(.value))]
+    InvalidBool {
+        /// The parameter.
+        param: &'static str,
+        /// The value, percent-decoded.
+        value: String,
+    },
+
+    /// A backing path that cannot be used.
+    #[error("backing path {} cannot be used: {reason}", Quoted(.path))]
+    InvalidPath {
+        /// The path, percent-decoded.
+        path: String,
+        /// Why.
+        reason: &'static str,
+    },
+}
+
+/// The parameters a kind accepts, as error messages list them.
+fn accepted_for(kind: BdevKind) -> &'static str {
+    if kind.has_backing() {
+        FILE_PARAMETERS_TEXT
+    } else {
+        MEMORY_PARAMETERS
+    }
 }
 
 const NIL_UUID: &str = "the nil uuid cannot identify a device";
@@ -452,7 +548,10 @@ pub fn parse(uri: &str) -> Result<BdevSpec, UriError> {
     let path_end = after_slashes
         .find(['?', '#'])
         .unwrap_or(after_slashes.len());
-    let path = &after_slashes[..path_end];
+    let path = after_slashes.get(..path_end).unwrap_or(after_slashes);
+    if kind.has_backing() {
+        return parse_backed(uri, &url, kind, path);
+    }
     let segment = path.strip_prefix('/').unwrap_or(path);
     if segment.is_empty() {
         return Err(UriError::MissingName {
@@ -469,6 +568,19 @@ pub fn parse(uri: &str) -> Result<BdevSpec, UriError> {
     check_name(&name)?;
 
     let params = collect_params(&url)?;
+    for (param, given) in [
+        (READONLY, &params.readonly),
+        (DIRECT, &params.direct),
+        (NAME, &params.name),
+    ] {
+        if given.is_some() {
+            return Err(UriError::NotForKind {
+                param,
+                kind,
+                accepted: accepted_for(kind),
+            });
+        }
+    }
     let size_text = match (params.size_mb, params.num_blocks) {
         (Some(size_mb), Some(num_blocks)) => {
             return Err(UriError::ConflictingSize {
@@ -491,13 +603,7 @@ pub fn parse(uri: &str) -> Result<BdevSpec, UriError> {
     }
     let block_size = match params.blk_size {
         None => DEFAULT_BLOCK_SIZE,
-        Some(text) => {
-            let value = parse_number(BLK_SIZE, &text)?;
-            BLOCK_SIZES
-                .into_iter()
-                .find(|&size| u64::from(size) == value)
-                .ok_or(UriError::UnsupportedBlockSize { value: text })?
-        }
+        Some(text) => parse_block_size(text)?,
     };
     let num_blocks = match size_text {
         Size::Mib(mib) => {
@@ -527,6 +633,82 @@ pub fn parse(uri: &str) -> Result<BdevSpec, UriError> {
         block_size,
         num_blocks,
         uuid,
+        backing: None,
+    })
+}
+
+/// `blk_size=`: one of [`BLOCK_SIZES`].
+fn parse_block_size(text: String) -> Result<u32, UriError> {
+    let value = parse_number(BLK_SIZE, &text)?;
+    BLOCK_SIZES
+        .into_iter()
+        .find(|&size| u64::from(size) == value)
+        .ok_or(UriError::UnsupportedBlockSize { value: text })
+}
+
+/// The rest of a `uring` or `aio` URI, whose path is its backing's.
+fn parse_backed(uri: &str, url: &Url, kind: BdevKind, path: &str) -> Result<BdevSpec, UriError> {
+    if path.trim_start_matches('/').is_empty() {
+        return Err(UriError::InvalidPath {
+            path: uri.to_owned(),
+            reason: "it names no file; write e.g. \"uring:///dev/sdb\"",
+        });
+    }
+    let path = file_spec::check_path(&percent_decode(path))?;
+    let params = collect_params(url)?;
+    if params.num_blocks.is_some() {
+        return Err(UriError::NotForKind {
+            param: NUM_BLOCKS,
+            kind,
+            accepted: accepted_for(kind),
+        });
+    }
+    let create_mb = match params.size_mb {
+        None => None,
+        Some(text) => match parse_number(SIZE_MB, &text)? {
+            0 => return Err(UriError::ZeroSize { param: SIZE_MB }),
+            mib if mib > u64::MAX / MIB => {
+                return Err(UriError::SizeOverflow {
+                    param: SIZE_MB,
+                    value: mib,
+                    block_size: DEFAULT_BLOCK_SIZE,
+                    max: u64::MAX / MIB,
+                });
+            }
+            mib => Some(mib),
+        },
+    };
+    let block_size = params.blk_size.map(parse_block_size).transpose()?;
+    let readonly = match params.readonly {
+        None => false,
+        Some(text) => file_spec::parse_bool(READONLY, &text)?,
+    };
+    let direct = match params.direct {
+        None => true,
+        Some(text) => file_spec::parse_bool(DIRECT, &text)?,
+    };
+    if let Some(name) = &params.name {
+        check_name(name)?;
+    }
+    let uuid = params.uuid.map(parse_uuid).transpose()?;
+    let backing = FileSpec {
+        path,
+        block_size,
+        readonly,
+        direct,
+        create_mb,
+        name: params.name,
+    };
+    let name = backing.device_name();
+    check_name(&name)?;
+    Ok(BdevSpec {
+        kind,
+        uri: backing.canonical_uri(kind.as_str(), block_size.unwrap_or(0), uuid),
+        name,
+        block_size: block_size.unwrap_or(0),
+        num_blocks: 0,
+        uuid,
+        backing: Some(backing),
     })
 }
 
@@ -561,6 +743,9 @@ struct Params {
     num_blocks: Option<String>,
     blk_size: Option<String>,
     uuid: Option<String>,
+    readonly: Option<String>,
+    direct: Option<String>,
+    name: Option<String>,
 }
 
 fn collect_params(url: &Url) -> Result<Params, UriError> {
@@ -571,6 +756,9 @@ fn collect_params(url: &Url) -> Result<Params, UriError> {
             NUM_BLOCKS => (NUM_BLOCKS, &mut params.num_blocks),
             BLK_SIZE => (BLK_SIZE, &mut params.blk_size),
             UUID => (UUID, &mut params.uuid),
+            READONLY => (READONLY, &mut params.readonly),
+            DIRECT => (DIRECT, &mut params.direct),
+            NAME => (NAME, &mut params.name),
             _ => {
                 return Err(UriError::UnknownParameter {
                     param: key.into_owned(),

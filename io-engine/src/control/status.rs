@@ -9,7 +9,7 @@
 
 use tonic::{Code, Status};
 
-use crate::bdev::BdevError;
+use crate::bdev::{BackingError, BdevError};
 use crate::engine::{DestroyError, ShareError};
 use crate::export::ExportError;
 use crate::export::nvmf::SubsystemError;
@@ -46,6 +46,16 @@ pub(super) fn bdev(e: BdevError) -> Status {
         BdevError::NotFound(_) => Code::NotFound,
         BdevError::Busy { .. } => Code::FailedPrecondition,
         BdevError::NoMemory { .. } => Code::ResourceExhausted,
+        BdevError::Backing { source, .. } => match source {
+            BackingError::Missing(_) => Code::NotFound,
+            BackingError::Io { source, .. }
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                Code::PermissionDenied
+            }
+            BackingError::Io { .. } | BackingError::Unavailable { .. } => Code::FailedPrecondition,
+            _ => Code::InvalidArgument,
+        },
         BdevError::NotOnReactor | BdevError::Pool(_) => Code::Internal,
     };
     status(code, e.to_string())

@@ -240,6 +240,7 @@ impl Job {
             buf: Some(buf),
             src: 0,
             tag: slot as u64,
+            fua: false,
         };
         self.submit(req);
     }

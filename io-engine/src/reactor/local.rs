@@ -59,6 +59,13 @@ pub fn current_core() -> Option<usize> {
     with_local(|l| l.shared.index)
 }
 
+/// Whether the calling reactor may sleep (adaptive mode): a source of
+/// work that can signal an fd (an io_uring's eventfd) then registers it
+/// to be woken; a busy reactor polls and needs no fd. False off a reactor.
+pub fn may_sleep() -> bool {
+    with_local(|l| matches!(l.shared.mode, PollMode::Adaptive { .. })).unwrap_or(false)
+}
+
 /// Registers a poller on the calling reactor: `f` runs once per round until
 /// the handle drops. Panics off a reactor thread (a programming error: data
 /// path code runs on reactors).

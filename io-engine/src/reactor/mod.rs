@@ -47,7 +47,9 @@ pub use error::ReactorError;
 pub use fd_handler::FdHandler;
 pub use fd_registration::FdRegistration;
 pub use interest::Interest;
-pub use local::{current_core, register_fd, register_poller, spawn_local, wake_by, yield_now};
+pub use local::{
+    current_core, may_sleep, register_fd, register_poller, spawn_local, wake_by, yield_now,
+};
 pub use poll::Poll;
 pub use poll_mode::PollMode;
 pub use poller::PollerHandle;

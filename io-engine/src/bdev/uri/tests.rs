@@ -59,8 +59,8 @@ fn size_mb_with_4k_blocks() {
 }
 
 #[test]
-fn both_kinds_take_every_parameter() {
-    for kind in BdevKind::ALL {
+fn both_memory_kinds_take_every_parameter() {
+    for kind in [BdevKind::Null, BdevKind::Malloc] {
         let spec = ok(&format!("{kind}:///d?num_blocks=8&blk_size=512&uuid={U}"));
         assert_eq!(spec.kind, kind);
         assert_eq!(spec.uuid, Some(Uuid::parse_str(U).unwrap()));
@@ -175,7 +175,11 @@ fn kind_names() {
     assert_eq!(BdevKind::Null.to_string(), "null");
     assert_eq!(BdevKind::Malloc.to_string(), "malloc");
     assert_eq!(BdevKind::from_scheme("Null"), Some(BdevKind::Null));
-    assert_eq!(BdevKind::from_scheme("uring"), None);
+    assert_eq!(BdevKind::from_scheme("URING"), Some(BdevKind::Uring));
+    assert_eq!(BdevKind::from_scheme("aio"), Some(BdevKind::Aio));
+    assert_eq!(BdevKind::from_scheme("nvme"), None);
+    assert!(BdevKind::Uring.has_backing() && BdevKind::Aio.has_backing());
+    assert!(!BdevKind::Null.has_backing() && !BdevKind::Malloc.has_backing());
 }
 
 #[test]
@@ -183,6 +187,7 @@ fn message_lists_match_the_constants() {
     let kinds: Vec<_> = BdevKind::ALL.iter().map(|k| k.as_str()).collect();
     assert_eq!(kinds.join(", "), KNOWN_SCHEMES);
     assert_eq!(PARAMETERS.join(", "), ACCEPTED_PARAMETERS);
+    assert_eq!(FILE_PARAMETERS.join(", "), FILE_PARAMETERS_TEXT);
 }
 
 #[test]
@@ -246,11 +251,11 @@ fn not_a_uri() {
 #[test]
 fn unknown_scheme_lists_known_ones() {
     for (text, scheme) in [
-        ("uring:///dev/sda", "uring"),
+        ("nvme:///dev/nvme0n1", "nvme"),
         ("http://x/n0", "http"),
-        ("Aio:///n0", "aio"),
+        ("Pcie:///n0", "pcie"),
     ] {
-        let e = err(text, &[&format!("{scheme:?}"), "null, malloc"]);
+        let e = err(text, &[&format!("{scheme:?}"), "null, malloc, uring, aio"]);
         assert_eq!(
             e,
             UriError::UnknownScheme {
@@ -584,7 +589,7 @@ fn checks_run_in_the_documented_order() {
     // Scheme before host, host before name, name before parameters,
     // parameter names before values.
     assert!(matches!(
-        parse("aio://h/a/b"),
+        parse("nvme://h/a/b"),
         Err(UriError::UnknownScheme { .. })
     ));
     assert!(matches!(
@@ -603,6 +608,95 @@ fn checks_run_in_the_documented_order() {
         parse("null:///n0?size_mb=x&num_blocks=y"),
         Err(UriError::ConflictingSize { .. })
     ));
+}
+
+// ---- devices with a backing -------------------------------------------
+
+#[test]
+fn a_backed_uri_takes_its_path_and_names_the_device_after_it() {
+    let spec = ok("uring:///var/lib/io-engine/disk0.img");
+    assert_eq!(spec.kind, BdevKind::Uring);
+    assert_eq!(spec.name, "disk0.img");
+    let b = spec.backing.as_ref().unwrap();
+    assert_eq!(b.path, std::path::Path::new("/var/lib/io-engine/disk0.img"));
+    assert_eq!(
+        (b.block_size, b.readonly, b.direct, b.create_mb),
+        (None, false, true, None)
+    );
+    assert_eq!(spec.uri, "uring:///var/lib/io-engine/disk0.img");
+
+    let spec = ok(&format!(
+        "aio:///dev/disk/by-id/nvme-x%20y?blk_size=4096&uuid={U}&readonly=TRUE\
+         &direct=false&name=d1&size_mb=64"
+    ));
+    assert_eq!(spec.kind, BdevKind::Aio);
+    assert_eq!(spec.name, "d1");
+    let b = spec.backing.as_ref().unwrap();
+    assert_eq!(b.path, std::path::Path::new("/dev/disk/by-id/nvme-x y"));
+    assert_eq!(
+        (b.block_size, b.readonly, b.direct, b.create_mb),
+        (Some(4096), true, false, Some(64))
+    );
+    assert_eq!(
+        spec.uri,
+        format!(
+            "aio:///dev/disk/by-id/nvme-x%20y?blk_size=4096&uuid={U}&name=d1&readonly=true\
+             &direct=false&size_mb=64"
+        )
+    );
+    // The canonical form parses back to the same spec.
+    assert_eq!(ok(&spec.uri), spec);
+}
+
+#[test]
+fn a_resolved_spec_names_its_block_size_and_uuid() {
+    let spec = ok("uring:///srv/d0.img?size_mb=8");
+    let uuid = Uuid::parse_str(U).unwrap();
+    let r = spec.resolved(4096, 2048, uuid);
+    assert_eq!(
+        (r.block_size, r.num_blocks, r.uuid),
+        (4096, 2048, Some(uuid))
+    );
+    assert_eq!(
+        r.uri,
+        format!("uring:///srv/d0.img?blk_size=4096&uuid={U}&size_mb=8")
+    );
+    let again = ok(&r.uri);
+    assert_eq!(again.backing.unwrap().block_size, Some(4096));
+    assert_eq!(again.uuid, Some(uuid));
+}
+
+#[test]
+fn backed_uris_refuse_what_does_not_apply_to_them() {
+    err(
+        "uring:///d.img?num_blocks=8",
+        &["\"num_blocks\"", "uring", FILE_PARAMETERS_TEXT],
+    );
+    err(
+        "malloc:///m0?size_mb=1&readonly=true",
+        &["\"readonly\"", "malloc"],
+    );
+    err("null:///n0?size_mb=1&direct=false", &["\"direct\""]);
+    err("null:///n0?size_mb=1&name=x", &["\"name\""]);
+    err(
+        "aio:///d.img?readonly=yes",
+        &["readonly=\"yes\"", "true or false"],
+    );
+    err("aio:///d.img?direct=1", &["direct=\"1\""]);
+    err("uring:///", &["names no file"]);
+    err("uring:///srv/", &["names no file"]);
+    err("uring:///srv/%2E%2E/etc/d", &["'..'"]);
+    err("uring:///srv/a%00b", &["NUL"]);
+    err("uring:///srv/d.img?size_mb=0", &["size_mb=0"]);
+    err("uring:///srv/d.img?blk_size=1024", &["blk_size=\"1024\""]);
+    err("uring:///srv/d.img?name=a/b", &["'/'"]);
+    err("uring:///srv/bad%20name", &["' '"]);
+    err("uring://host/srv/d.img", &["host"]);
+    err("uring:///srv/d.img?uuid=x", &["uuid"]);
+    err(
+        "uring:///srv/d.img?readonly=true&readonly=false",
+        &["more than once"],
+    );
 }
 
 // ---- properties -----------------------------------------------------

@@ -1,0 +1,43 @@
+//! Devices with a backing: `uring://` and `aio://` on a regular file or a
+//! block device.
+//!
+//! - `uring`: the IO of every `uring` channel on a reactor goes through
+//!   that reactor's one io_uring (`ring.rs`), submitted and reaped in its
+//!   poll loop; no thread per device, no blocking call on a reactor.
+//! - `aio`: Linux native AIO, one context per channel, completions reaped
+//!   from the kernel's mapped ring; for kernels where io_uring is disabled.
+//! - What neither kernel interface can do asynchronously (copies, and
+//!   AIO's zeroing and deallocation) runs on two engine-wide blocking
+//!   threads (`blocking.rs`).
+//! - A reactor that may sleep is woken by an eventfd the kernel signals
+//!   (`wake_fd.rs`); a busy one polls.
+//!
+//! Files, lowest first: `backing_error.rs`, `backing.rs` (opening, size,
+//! block size, uuid), `file_device.rs`, `in_flight.rs`, `wake_fd.rs`,
+//! `blocking.rs`, `failed_channel.rs`, `ring.rs`, `uring_channel.rs`,
+//! `uring.rs`, `aio_context.rs`, `aio_channel.rs`, `aio.rs`.
+//!
+//! Thread: devices are shared by every core and built on the control path;
+//! channels live on one reactor each.
+
+mod aio;
+mod aio_channel;
+mod aio_context;
+mod backing;
+mod backing_error;
+mod blocking;
+mod failed_channel;
+mod file_device;
+mod in_flight;
+mod ring;
+mod uring;
+mod uring_channel;
+mod wake_fd;
+
+#[cfg(test)]
+mod tests;
+
+pub use aio::Aio;
+pub use backing::{BACKING_UUID_NAMESPACE, BackingKind, path_uuid};
+pub use backing_error::BackingError;
+pub use uring::Uring;

@@ -1,0 +1,203 @@
+//! [`Ring`]: the one io_uring of a reactor, shared by every `uring`
+//! channel on it. Channels queue submission entries; the ring's poller
+//! submits them (one `io_uring_enter` a round for all of them) and hands
+//! each completion to the channel that queued it (its id is in the upper
+//! half of the entry's user data, the channel's slot in the lower).
+//!
+//! In adaptive mode the ring's eventfd is registered with the reactor, so
+//! a completion wakes a sleeping reactor; in busy mode the poller finds
+//! completions in the shared completion queue without a system call.
+//!
+//! Made on a reactor when its first `uring` channel opens, dropped when
+//! its last one goes.
+//!
+//! Thread: one reactor; `!Send`.
+
+use std::cell::{Cell, RefCell};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+
+use io_uring::{IoUring, squeue};
+
+use super::backing_error::BackingError;
+use super::wake_fd::WakeFd;
+use crate::reactor::{self, Poll, PollerHandle};
+
+/// Submission queue entries of a ring (the completion queue has twice as
+/// many): room for every IO a reactor's channels hold at their usual
+/// depths; a channel that finds the queue full keeps its IO until the next
+/// round.
+const ENTRIES: u32 = 1024;
+
+/// Completions of one channel: (slot, result).
+pub(super) type Completions = Rc<RefCell<Vec<(u32, i32)>>>;
+
+/// A reactor's io_uring.
+pub(super) struct Ring {
+    uring: RefCell<IoUring>,
+    /// Each channel's completions, by channel id.
+    channels: RefCell<Vec<Option<Completions>>>,
+    free_ids: RefCell<Vec<u32>>,
+    /// Entries queued and not yet submitted.
+    queued: Cell<u32>,
+    /// The eventfd the kernel signals on completion (adaptive mode); also
+    /// written by the blocking threads when they finish a job of a channel
+    /// on this ring.
+    wake: Option<WakeFd>,
+    poller: RefCell<Option<PollerHandle>>,
+}
+
+thread_local! {
+    static RING: RefCell<Weak<Ring>> = const { RefCell::new(Weak::new()) };
+}
+
+impl Ring {
+    /// The calling reactor's ring, made if it has none.
+    pub(super) fn current() -> Result<Rc<Ring>, BackingError> {
+        if let Some(ring) = RING.with(|r| r.borrow().upgrade()) {
+            return Ok(ring);
+        }
+        let ring = Rc::new(Ring::new()?);
+        let weak = Rc::downgrade(&ring);
+        *ring.poller.borrow_mut() = Some(reactor::register_poller("uring", move || {
+            weak.upgrade().map_or(Poll::Idle, |r| r.poll())
+        }));
+        RING.with(|r| *r.borrow_mut() = Rc::downgrade(&ring));
+        Ok(ring)
+    }
+
+    /// Checks that this process may make an io_uring (a device's create
+    /// fails with the reason, rather than its IOs later).
+    pub(super) fn probe() -> Result<(), BackingError> {
+        Self::build(2).map(drop)
+    }
+
+    fn build(entries: u32) -> Result<IoUring, BackingError> {
+        IoUring::builder()
+            .setup_cqsize(entries * 2)
+            .build(entries)
+            .map_err(|source| BackingError::Unavailable {
+                what: "io_uring",
+                source,
+                hint: if std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+                    .is_ok_and(|v| v.trim() != "0")
+                {
+                    " (io_uring is disabled by /proc/sys/kernel/io_uring_disabled; use aio://)"
+                } else {
+                    " (use aio:// where io_uring is not allowed)"
+                },
+            })
+    }
+
+    fn new() -> Result<Ring, BackingError> {
+        let uring = Self::build(ENTRIES)?;
+        let wake = WakeFd::new();
+        if let Some(w) = &wake
+            && let Err(e) = uring.submitter().register_eventfd(w.fd().as_raw_fd())
+        {
+            tracing::warn!("uring: eventfd not registered, completions polled: {e}");
+            return Ok(Ring::with(uring, None));
+        }
+        Ok(Ring::with(uring, wake))
+    }
+
+    fn with(uring: IoUring, wake: Option<WakeFd>) -> Ring {
+        Ring {
+            uring: RefCell::new(uring),
+            channels: RefCell::new(Vec::new()),
+            free_ids: RefCell::new(Vec::new()),
+            queued: Cell::new(0),
+            wake,
+            poller: RefCell::new(None),
+        }
+    }
+
+    /// Whether a sleeping reactor is woken by this ring's completions.
+    pub(super) fn wakes_reactor(&self) -> bool {
+        self.wake.is_some()
+    }
+
+    /// The eventfd that wakes this ring's reactor, if it sleeps.
+    pub(super) fn eventfd(&self) -> Option<Arc<OwnedFd>> {
+        self.wake.as_ref().map(|w| w.fd().clone())
+    }
+
+    /// Adds a channel: its id and the list its completions land in.
+    pub(super) fn attach(&self) -> (u32, Completions) {
+        let done: Completions = Rc::new(RefCell::new(Vec::with_capacity(256)));
+        let mut channels = self.channels.borrow_mut();
+        let id = match self.free_ids.borrow_mut().pop() {
+            Some(id) => {
+                if let Some(entry) = channels.get_mut(id as usize) {
+                    *entry = Some(done.clone());
+                }
+                id
+            }
+            None => {
+                channels.push(Some(done.clone()));
+                (channels.len() - 1) as u32
+            }
+        };
+        (id, done)
+    }
+
+    /// Removes channel `id`: completions still to come for it are dropped.
+    pub(super) fn detach(&self, id: u32) {
+        if let Some(entry) = self.channels.borrow_mut().get_mut(id as usize) {
+            *entry = None;
+            self.free_ids.borrow_mut().push(id);
+        }
+    }
+
+    /// Queues `entry` for channel `id`'s `slot`. False if the submission
+    /// queue is full even after submitting what it held.
+    ///
+    /// # Safety
+    /// Every buffer `entry` names stays valid, and is not otherwise used,
+    /// until its completion is reaped (or forever, if it never is).
+    pub(super) unsafe fn push(&self, entry: squeue::Entry, id: u32, slot: u32) -> bool {
+        let entry = entry.user_data(u64::from(id) << 32 | u64::from(slot));
+        let mut uring = self.uring.borrow_mut();
+        for _ in 0..2 {
+            // SAFETY: the caller keeps the entry's buffers valid until its
+            // completion (this function's contract).
+            if unsafe { uring.submission().push(&entry) }.is_ok() {
+                self.queued.set(self.queued.get() + 1);
+                return true;
+            }
+            // Full: hand the kernel what is queued, then try once more.
+            if let Err(e) = uring.submit() {
+                tracing::warn!("uring: submit failed: {e}");
+                return false;
+            }
+            self.queued.set(0);
+        }
+        false
+    }
+
+    /// The ring's poller: submits what is queued and hands out completions.
+    fn poll(&self) -> Poll {
+        let mut busy = false;
+        let mut uring = self.uring.borrow_mut();
+        if self.queued.get() > 0 {
+            match uring.submit() {
+                Ok(_) => self.queued.set(0),
+                // EBUSY/EAGAIN: the completion queue is full; completions
+                // are reaped below and the entries go in next round.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => {}
+                Err(e) => tracing::warn!("uring: submit failed: {e}"),
+            }
+            busy = true;
+        }
+        let channels = self.channels.borrow();
+        for cqe in uring.completion() {
+            busy = true;
+            let (id, slot) = ((cqe.user_data() >> 32) as u32, cqe.user_data() as u32);
+            if let Some(Some(done)) = channels.get(id as usize) {
+                done.borrow_mut().push((slot, cqe.result()));
+            }
+        }
+        if busy { Poll::Busy } else { Poll::Idle }
+    }
+}

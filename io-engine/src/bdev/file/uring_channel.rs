@@ -1,0 +1,186 @@
+//! [`UringChannel`]: a `uring` device's channel on one reactor. Reads,
+//! writes (FUA as `RWF_DSYNC`), flushes (`fdatasync`), write zeroes
+//! (`fallocate` ZERO_RANGE) and unmaps (`fallocate` PUNCH_HOLE) go
+//! through the reactor's ring; copies through the blocking threads
+//! (`copy_file_range`).
+//!
+//! Thread: the reactor that opened it.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use io_uring::{opcode, squeue, types};
+use rustix::fs::FallocateFlags;
+
+use super::blocking::{self, Job, Results};
+use super::file_device::FileDevice;
+use super::in_flight::{ErrorLog, InFlight, status_of};
+use super::ring::{Completions, Ring};
+use crate::bdev::device_channel::DeviceChannel;
+use crate::bdev::io::{BdevIo, IoType};
+
+/// A `uring` device's channel.
+pub(super) struct UringChannel {
+    ring: Rc<Ring>,
+    id: u32,
+    completions: Completions,
+    /// Scratch for the completions taken from the ring's list.
+    scratch: Vec<(u32, i32)>,
+    file: Arc<File>,
+    fd: types::Fd,
+    ios: InFlight,
+    /// Slots whose entries did not fit the submission queue yet.
+    backlog: VecDeque<u32>,
+    /// Results of the blocking threads' jobs (copies).
+    results: Arc<Results>,
+    errors: ErrorLog,
+}
+
+impl UringChannel {
+    pub(super) fn new(ring: Rc<Ring>, dev: &FileDevice) -> UringChannel {
+        let (id, completions) = ring.attach();
+        let results = Results::new(ring.eventfd());
+        UringChannel {
+            id,
+            completions,
+            scratch: Vec::with_capacity(256),
+            fd: types::Fd(dev.backing.file.as_raw_fd()),
+            file: dev.backing.file.clone(),
+            ring,
+            ios: InFlight::default(),
+            backlog: VecDeque::new(),
+            results,
+            errors: ErrorLog::new(dev.name()),
+        }
+    }
+
+    /// The ring entry of the IO in `slot`.
+    fn entry(&self, slot: u32) -> Option<squeue::Entry> {
+        let io = self.ios.get(slot)?;
+        let (offset, len) = (io.offset(), io.len());
+        Some(match io.op() {
+            IoType::Read => {
+                let buf = io.buf()?;
+                opcode::Read::new(self.fd, buf.as_ptr(), u32::try_from(len).ok()?)
+                    .offset(offset)
+                    .build()
+            }
+            IoType::Write => {
+                let buf = io.buf()?;
+                let flags = if io.fua() { libc::RWF_DSYNC } else { 0 };
+                opcode::Write::new(self.fd, buf.as_ptr(), u32::try_from(len).ok()?)
+                    .offset(offset)
+                    .rw_flags(flags)
+                    .build()
+            }
+            IoType::Flush => opcode::Fsync::new(self.fd)
+                .flags(types::FsyncFlags::DATASYNC)
+                .build(),
+            IoType::WriteZeroes => opcode::Fallocate::new(self.fd, len)
+                .offset(offset)
+                .mode((FallocateFlags::ZERO_RANGE | FallocateFlags::KEEP_SIZE).bits() as i32)
+                .build(),
+            IoType::Unmap => opcode::Fallocate::new(self.fd, len)
+                .offset(offset)
+                .mode((FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE).bits() as i32)
+                .build(),
+            IoType::Copy => return None,
+        })
+    }
+
+    /// Hands the IO in `slot` to the kernel; false if the ring is full.
+    fn start(&mut self, slot: u32) -> bool {
+        let Some(io) = self.ios.get(slot) else {
+            return true;
+        };
+        if io.op() == IoType::Copy {
+            let job = Job::Copy {
+                src: io.src(),
+                dst: io.offset(),
+                len: io.len(),
+            };
+            if !blocking::submit(self.file.clone(), job, slot, self.results.clone()) {
+                self.results.push(slot, -i64::from(libc::EIO));
+            }
+            return true;
+        }
+        let Some(entry) = self.entry(slot) else {
+            // A read or write without its buffer, or longer than 4 GiB:
+            // the bdev layer's checks make this unreachable.
+            self.results.push(slot, -i64::from(libc::EINVAL));
+            return true;
+        };
+        // SAFETY: the entry names the IO's buffer (reads and writes), which
+        // the IO owns; the IO stays in `ios` until its completion is
+        // reaped, and a channel dropped before that leaks it (`Drop`), so
+        // the buffer outlives the kernel's use of it. The fd stays open:
+        // `file` is held as long as the channel, and the channel's drop
+        // with IO in flight leaks nothing the kernel reads but buffers.
+        unsafe { self.ring.push(entry, self.id, slot) }
+    }
+
+    fn finish(&mut self, slot: u32, res: i64, done: &mut Vec<BdevIo>) {
+        let Some(mut io) = self.ios.take(slot) else {
+            return;
+        };
+        let status = status_of(&io, res);
+        if let Err(e) = status {
+            self.errors.failed(&io, e);
+        }
+        io.set_status(status);
+        done.push(io);
+    }
+}
+
+impl DeviceChannel for UringChannel {
+    fn submit(&mut self, io: BdevIo) {
+        let slot = self.ios.insert(io);
+        if !self.backlog.is_empty() || !self.start(slot) {
+            self.backlog.push_back(slot);
+        }
+    }
+
+    fn poll(&mut self, done: &mut Vec<BdevIo>) -> usize {
+        let before = done.len();
+        while let Some(&slot) = self.backlog.front() {
+            if !self.start(slot) {
+                break;
+            }
+            self.backlog.pop_front();
+        }
+        std::mem::swap(&mut *self.completions.borrow_mut(), &mut self.scratch);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        for &(slot, res) in &scratch {
+            self.finish(slot, i64::from(res), done);
+        }
+        scratch.clear();
+        self.scratch = scratch;
+        while let Some((slot, res)) = self.results.pop() {
+            self.finish(slot, res, done);
+        }
+        done.len() - before
+    }
+
+    fn wakes_reactor(&self) -> bool {
+        self.ring.wakes_reactor()
+    }
+}
+
+impl Drop for UringChannel {
+    /// The bdev layer drops a channel once its IOs are done, or when a
+    /// drain gave up on them: those the kernel still holds are leaked with
+    /// their buffers, which it may still write.
+    fn drop(&mut self) {
+        self.ring.detach(self.id);
+        let n = self.ios.leak();
+        if n > 0 {
+            tracing::error!(
+                "uring: channel dropped with {n} IOs still in the kernel; leaking them and \
+                 their buffers"
+            );
+        }
+    }
+}
