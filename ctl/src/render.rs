@@ -24,6 +24,15 @@ pub(crate) fn bdev(b: &Bdev) -> String {
         ("uri", b.uri.clone()),
         ("product", b.product.clone()),
         (
+            "backing",
+            if b.backing_path.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{} ({})", b.backing_path, b.backing_kind.replace('_', " "))
+            },
+        ),
+        ("write cache", yes_no(b.volatile_write_cache)),
+        (
             "size",
             format!("{} ({} bytes)", human_size(b.size_bytes), b.size_bytes),
         ),
@@ -48,6 +57,7 @@ pub(crate) fn bdev_list(bdevs: &[Bdev], headers: bool) -> String {
         ("OPEN", Right),
         ("SHARED", Left),
         ("UUID", Left),
+        ("BACKING", Left),
     ]);
     for b in bdevs {
         t.row(vec![
@@ -60,6 +70,7 @@ pub(crate) fn bdev_list(bdevs: &[Bdev], headers: bool) -> String {
             b.open_count.to_string(),
             yes_no(b.shared),
             b.uuid.clone(),
+            dash_if_empty(&b.backing_path),
         ]);
     }
     t.render(headers)
@@ -441,6 +452,9 @@ mod tests {
             open_count: 0,
             shared: false,
             share_uri: String::new(),
+            backing_path: String::new(),
+            backing_kind: String::new(),
+            volatile_write_cache: false,
         }
     }
 
@@ -453,9 +467,9 @@ mod tests {
         assert_eq!(
             bdev_list(&[malloc("m0", 64, 512), big], true),
             "\
-NAME           PRODUCT      SIZE  BLOCK SIZE  BLOCKS  CLAIMED  OPEN  SHARED  UUID
-m0             malloc   64.0 MiB         512  131072  no          0  no      uuid-m0
-null-device-1  null      1.0 GiB        4096  262144  yes        12  no      uuid-null-device-1
+NAME           PRODUCT      SIZE  BLOCK SIZE  BLOCKS  CLAIMED  OPEN  SHARED  UUID                BACKING
+m0             malloc   64.0 MiB         512  131072  no          0  no      uuid-m0             -
+null-device-1  null      1.0 GiB        4096  262144  yes        12  no      uuid-null-device-1  -
 "
         );
     }
@@ -465,17 +479,19 @@ null-device-1  null      1.0 GiB        4096  262144  yes        12  no      uui
         assert_eq!(
             bdev(&malloc("m0", 64, 4096)),
             "\
-name        m0
-uuid        uuid-m0
-uri         malloc:///m0?size_mb=64&blk_size=4096
-product     malloc
-size        64.0 MiB (67108864 bytes)
-block size  4096
-blocks      16384
-claimed     no
-open count  0
-shared      no
-share uri   -
+name         m0
+uuid         uuid-m0
+uri          malloc:///m0?size_mb=64&blk_size=4096
+product      malloc
+backing      -
+write cache  no
+size         64.0 MiB (67108864 bytes)
+block size   4096
+blocks       16384
+claimed      no
+open count   0
+shared       no
+share uri    -
 "
         );
     }

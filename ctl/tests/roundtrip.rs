@@ -56,6 +56,9 @@ fn device(name: &str, product: &str, size_bytes: u64, block_size: u32) -> Bdev {
         open_count: 0,
         shared: false,
         share_uri: String::new(),
+        backing_path: String::new(),
+        backing_kind: String::new(),
+        volatile_write_cache: false,
     }
 }
 
@@ -353,9 +356,9 @@ fn bdev_list_table() {
     assert_eq!(
         ok(&url, &["bdev", "list"]),
         "\
-NAME  PRODUCT      SIZE  BLOCK SIZE   BLOCKS  CLAIMED  OPEN  SHARED  UUID
-m0    malloc   64.0 MiB        4096    16384  no          0  no      00000000-0000-4000-8000-000000000002
-n0    null      1.0 GiB         512  2097152  yes         1  no      00000000-0000-4000-8000-000000000002
+NAME  PRODUCT      SIZE  BLOCK SIZE   BLOCKS  CLAIMED  OPEN  SHARED  UUID                                  BACKING
+m0    malloc   64.0 MiB        4096    16384  no          0  no      00000000-0000-4000-8000-000000000002  -
+n0    null      1.0 GiB         512  2097152  yes         1  no      00000000-0000-4000-8000-000000000002  -
 "
     );
 }
@@ -391,6 +394,9 @@ fn bdev_list_json() {
             "open_count": 0,
             "shared": false,
             "share_uri": "",
+            "backing_path": "",
+            "backing_kind": "",
+            "volatile_write_cache": false,
         })
     );
     assert_eq!(v["bdevs"][1]["size_bytes"], json!(1u64 << 30));
@@ -401,12 +407,12 @@ fn bdev_list_json() {
 fn bdev_get_create_destroy() {
     let url = start_engine();
     let get = ok(&url, &["bdev", "get", "n0"]);
-    assert!(get.starts_with("name        n0\n"), "{get}");
+    assert!(get.starts_with("name         n0\n"), "{get}");
     assert!(
-        get.contains("\nsize        1.0 GiB (1073741824 bytes)\n"),
+        get.contains("\nsize         1.0 GiB (1073741824 bytes)\n"),
         "{get}"
     );
-    assert!(get.contains("\nclaimed     yes\n"), "{get}");
+    assert!(get.contains("\nclaimed      yes\n"), "{get}");
 
     let created = json_ok(
         &url,

@@ -596,7 +596,8 @@ impl Connection {
         if filled + n < req.length as usize {
             tx.payload = Some((req, buf, filled + n));
         } else {
-            let io = IoRequest::write(buf, req.offset, req.length as u64);
+            let io = IoRequest::write(buf, req.offset, req.length as u64)
+                .fua(req.has_flag(CMD_FLAG_FUA));
             self.submit(tx, &req, io, output, self.payload_start.get());
         }
         Some(n)

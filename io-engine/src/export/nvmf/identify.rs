@@ -29,6 +29,9 @@ pub struct ControllerFacts<'a> {
     pub max_commands: u16,
     /// Whether this is a discovery controller.
     pub discovery: bool,
+    /// A volatile write cache is present (a namespace's device has one:
+    /// hosts then send Flush).
+    pub volatile_cache: bool,
 }
 
 /// Puts `s` in the `len` bytes at `at` of `b`, space-padded (cut short
@@ -84,7 +87,7 @@ pub fn controller(f: &ControllerFacts<'_>) -> Vec<u8> {
         put(&mut b, 520, &(0b1101u16 | 1 << 8).to_le_bytes());
         put(&mut b, 534, &1u16.to_le_bytes());
     }
-    b[525] = 1; // VWC present
+    b[525] = u8::from(f.volatile_cache); // VWC present
     // SGLS: SGLs supported, offset addressing (bit 20), transport data
     // blocks (bit 21).
     put(&mut b, 536, &(1u32 | 1 << 20 | 1 << 21).to_le_bytes());
@@ -117,6 +120,8 @@ pub struct NamespaceFacts {
     pub uuid: [u8; 16],
     /// The Copy command's limits.
     pub copy: CopyLimits,
+    /// Whether the device has a volatile write cache.
+    pub volatile_cache: bool,
 }
 
 /// Identify Namespace (CNS 00h).
@@ -261,7 +266,7 @@ mod tests {
 
     #[test]
     fn identify_controller_fields() {
-        let b = controller(&ControllerFacts {
+        let facts = |volatile_cache| ControllerFacts {
             cntlid: 5,
             serial: "SN1",
             model: "io-engine",
@@ -271,7 +276,11 @@ mod tests {
             namespaces: 1,
             max_commands: 128,
             discovery: false,
-        });
+            volatile_cache,
+        };
+        let b = controller(&facts(false));
+        assert_eq!(b[525], 0, "no volatile write cache");
+        assert_eq!(controller(&facts(true))[525], 1, "VWC present");
         assert_eq!(&b[4..8], b"SN1 ");
         assert_eq!(b[77], 5);
         assert_eq!(u16::from_le_bytes([b[78], b[79]]), 5);
@@ -293,6 +302,7 @@ mod tests {
             block_size: 4096,
             uuid,
             copy,
+            volatile_cache: false,
         });
         assert_eq!(u16::from_le_bytes([b[74], b[75]]), 256, "MSSRL");
         assert_eq!(

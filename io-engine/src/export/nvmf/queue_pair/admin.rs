@@ -53,6 +53,7 @@ impl QueuePair {
                         max_commands: target.limits.queue_entries,
                         namespaces: if discovery { 0 } else { 1 },
                         discovery,
+                        volatile_cache: a.ns.as_ref().is_some_and(|ns| ns.volatile_cache),
                     })),
                     (0, Some(ns)) if cmd.nsid() == 1 => ok(identify::namespace(ns)),
                     (0, Some(_)) => Answer::status(cid, Status::INVALID_NAMESPACE),
@@ -133,9 +134,12 @@ impl QueuePair {
                         c.dw0 = (tsc::ticks_to_ns(a.kato) / 1_000_000) as u32;
                     }
                     FEAT_ASYNC_EVENT => {}
-                    // No volatile cache to enable: writes are on the
-                    // device when they complete.
-                    FEAT_VWC => c.dw0 = 0,
+                    // The cache is the device's (a disk's, the page
+                    // cache): reported, not switched; a host that has it
+                    // sends Flush.
+                    FEAT_VWC => {
+                        c.dw0 = u32::from(a.ns.as_ref().is_some_and(|ns| ns.volatile_cache));
+                    }
                     // The mandatory features, at their defaults: one
                     // arbitration burst, power state 0, an over-temperature
                     // threshold of 343 K, no error recovery time limit.

@@ -192,6 +192,7 @@ impl QueuePair {
                 block_size: bdev.block_size(),
                 uuid: *bdev.uuid().as_bytes(),
                 copy: COPY_LIMITS,
+                volatile_cache: bdev.volatile_write_cache(),
             };
             let mut serial = bdev.uuid().simple().to_string();
             serial.truncate(20);

@@ -24,6 +24,10 @@ use crate::bdev::{IoError, IoRequest, IoType};
 use crate::export::nvmf::io_outcome::IoOutcome;
 use crate::pool::IoBuf;
 
+/// Force Unit Access, CDW12 bit 30 of a Write: the data is durable when the
+/// command completes (the device writes it through its cache).
+const FUA: u32 = 1 << 30;
+
 /// The status a device IO's error answers with.
 fn status_of(e: &IoError) -> Status {
     match e {
@@ -95,7 +99,7 @@ impl QueuePair {
                     }
                     _ => return fail(Status::SGL_TYPE_INVALID),
                 }
-                self.data_command(cid, op, offset, len as usize, in_capsule, data)
+                self.data_command(cmd, offset, len as usize, in_capsule, data)
             }
             nvm::FLUSH => {
                 Ok(self.submit_all(cid, op, vec![IoRequest::no_data(IoType::Flush, 0, 0)]))
@@ -139,13 +143,14 @@ impl QueuePair {
     /// With no buffer free it waits (handled again when one comes back).
     fn data_command(
         &mut self,
-        cid: u16,
-        op: u8,
+        cmd: &Command,
         offset: u64,
         len: usize,
         in_capsule: bool,
         data: PduData,
     ) -> Result<Answer, PduError> {
+        let (cid, op) = (cmd.cid(), cmd.opcode());
+        let fua = op == nvm::WRITE && cmd.cdw(12) & FUA != 0;
         let Some(&tag) = self.free.last() else {
             // More commands than the queue holds.
             return Ok(Answer::status(cid, Status::COMMAND_SEQUENCE_ERROR));
@@ -190,6 +195,7 @@ impl QueuePair {
                 got: 0,
                 offset,
                 pending: 0,
+                fua,
                 status: Status::SUCCESS,
             },
         );
@@ -442,11 +448,13 @@ impl QueuePair {
         let Some(slot) = self.slot_mut(tag) else {
             return;
         };
-        let (offset, len) = (slot.offset, slot.len as u64);
+        let (offset, len, fua) = (slot.offset, slot.len as u64, slot.fua);
         let io = if slot.op == nvm::COMPARE {
             slot.spare.take().map(|b| IoRequest::read(b, offset, len))
         } else {
-            slot.buf.take().map(|b| IoRequest::write(b, offset, len))
+            slot.buf
+                .take()
+                .map(|b| IoRequest::write(b, offset, len).fua(fua))
         };
         match io {
             Some(io) => self.submit(tag, io),

@@ -36,6 +36,9 @@ pub(crate) struct Slot {
     pub offset: u64,
     /// Device IOs in flight for it (DSM, Copy: one per range).
     pub pending: u32,
+    /// A Write with Force Unit Access (CDW12 bit 30): durable when it
+    /// completes.
+    pub fua: bool,
     pub status: Status,
 }
 
@@ -52,6 +55,7 @@ impl Slot {
             got: 0,
             offset,
             pending: 0,
+            fua: false,
             status: Status::SUCCESS,
         }
     }
