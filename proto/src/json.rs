@@ -83,6 +83,9 @@ mod tests {
             open_count: 2,
             shared: false,
             share_uri: String::new(),
+            backing_path: String::new(),
+            backing_kind: String::new(),
+            volatile_write_cache: false,
         }
     }
 

@@ -22,6 +22,7 @@ use super::device_channel::DeviceChannel;
 use super::draining_channel::DrainingChannel;
 use super::error::BdevError;
 use super::io::{BdevIo, IoCompletion, IoDone, IoError, IoRequest, IoSlot, IoType, SubmitError};
+use super::retired_channel::RetiredChannel;
 use super::stats::CoreCounters;
 use crate::accel::OFFLOAD_DRAIN_TIMEOUT;
 use crate::env::core_slot;
@@ -360,9 +361,13 @@ impl Inner {
     }
 
     /// A closed channel with nothing left in flight unregisters its poller,
-    /// which releases the channel.
+    /// which releases the channel. The device channel goes first, at once:
+    /// what it holds (a backing's file) is closed before the device can be
+    /// destroyed.
     fn retire_if_drained(&self) {
         if self.in_flight.get() == 0 && self.waiting.borrow().is_empty() {
+            let dev = std::mem::replace(&mut *self.dev.borrow_mut(), Box::new(RetiredChannel));
+            drop(dev);
             drop(self.desc.borrow_mut().take());
             drop(self.poller.borrow_mut().take());
         }

@@ -28,7 +28,8 @@
 //! `registry.rs` (the set of devices), `copy_progress.rs` and
 //! `copy_emulation.rs` (copy made of reads and writes),
 //! `draining_channel.rs` (a device channel left with IO in flight, kept
-//! until the device finishes it), `channel.rs` (the per-core channel).
+//! until the device finishes it), `retired_channel.rs` (what a drained,
+//! closed channel keeps), `channel.rs` (the per-core channel).
 
 mod channel;
 mod copy_emulation;
@@ -49,6 +50,7 @@ mod malloc;
 mod null;
 mod quoted;
 mod registry;
+mod retired_channel;
 mod stats;
 mod stats_reset;
 pub mod uri;

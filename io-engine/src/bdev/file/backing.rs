@@ -84,16 +84,9 @@ impl Backing {
             flags |= libc::O_DIRECT;
         }
         opts.custom_flags(flags);
-        let mut file = match opts.open(&path) {
-            Ok(f) => f,
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && fs.direct => {
-                return Err(BackingError::NoDirectIo(path));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(BackingError::Missing(path));
-            }
-            Err(e) => return Err(io("open")(e)),
-        };
+        let mut file = opts
+            .open(&path)
+            .map_err(|e| open_error(path.clone(), e, fs.direct))?;
         let meta = file.metadata().map_err(io("stat"))?;
         let kind = if meta.file_type().is_block_device() {
             BackingKind::BlockDevice
@@ -156,6 +149,20 @@ impl Backing {
             },
             resolved,
         ))
+    }
+}
+
+/// The error of opening `path` (with O_DIRECT if `direct`).
+pub(super) fn open_error(path: PathBuf, e: std::io::Error, direct: bool) -> BackingError {
+    match e.raw_os_error() {
+        // EINVAL from open with O_DIRECT: the file system has no direct IO.
+        Some(libc::EINVAL) if direct => BackingError::NoDirectIo(path),
+        Some(libc::ENOENT) => BackingError::Missing(path),
+        _ => BackingError::Io {
+            path,
+            what: "open",
+            source: e,
+        },
     }
 }
 
