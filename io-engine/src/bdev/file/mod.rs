@@ -3,7 +3,9 @@
 //!
 //! - `uring`: the IO of every `uring` channel on a reactor goes through
 //!   that reactor's one io_uring (`ring.rs`), submitted and reaped in its
-//!   poll loop; no thread per device, no blocking call on a reactor.
+//!   poll loop; no thread per device, no blocking call on a reactor. IO
+//!   buffers in the engine's DMA memory are the rings' fixed buffers
+//!   (`fixed_buffers.rs`).
 //! - `aio`: Linux native AIO, one context per channel, completions reaped
 //!   from the kernel's mapped ring; for kernels where io_uring is disabled.
 //! - What neither kernel interface can do asynchronously (copies, and
@@ -14,7 +16,8 @@
 //!
 //! Files, lowest first: `backing_error.rs`, `backing.rs` (opening, size,
 //! block size, uuid), `file_device.rs`, `in_flight.rs`, `wake_fd.rs`,
-//! `blocking.rs`, `failed_channel.rs`, `ring.rs`, `uring_channel.rs`,
+//! `blocking.rs`, `failed_channel.rs`, `fixed_buffers.rs` (DMA memory
+//! registered with the rings), `ring.rs`, `uring_channel.rs`,
 //! `uring.rs`, `aio_context.rs`, `aio_channel.rs`, `aio.rs`.
 //!
 //! Thread: devices are shared by every core and built on the control path;
@@ -28,6 +31,7 @@ mod backing_error;
 mod blocking;
 mod failed_channel;
 mod file_device;
+mod fixed_buffers;
 mod in_flight;
 mod ring;
 mod uring;

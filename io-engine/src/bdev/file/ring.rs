@@ -21,6 +21,7 @@ use std::sync::Arc;
 use io_uring::{IoUring, squeue};
 
 use super::backing_error::BackingError;
+use super::fixed_buffers::RingBuffers;
 use super::wake_fd::WakeFd;
 use crate::reactor::{self, Poll, PollerHandle};
 
@@ -39,6 +40,8 @@ pub(super) struct Ring {
     /// Each channel's completions, by channel id.
     channels: RefCell<Vec<Option<Completions>>>,
     free_ids: RefCell<Vec<u32>>,
+    /// The ring's fixed buffers (`None`: the kernel registers none).
+    buffers: RefCell<Option<RingBuffers>>,
     /// Entries queued and not yet submitted.
     queued: Cell<u32>,
     /// The eventfd the kernel signals on completion (adaptive mode); also
@@ -103,7 +106,9 @@ impl Ring {
     }
 
     fn with(uring: IoUring, wake: Option<WakeFd>) -> Ring {
+        let buffers = RingBuffers::new(&uring.submitter());
         Ring {
+            buffers: RefCell::new(buffers),
             uring: RefCell::new(uring),
             channels: RefCell::new(Vec::new()),
             free_ids: RefCell::new(Vec::new()),
@@ -121,6 +126,19 @@ impl Ring {
     /// The eventfd that wakes this ring's reactor, if it sleeps.
     pub(super) fn eventfd(&self) -> Option<Arc<OwnedFd>> {
         self.wake.as_ref().map(|w| w.fd().clone())
+    }
+
+    /// The fixed buffer slot of `len` bytes at `ptr`, if they lie in a
+    /// registered region (the registration synced first if the table
+    /// moved).
+    #[inline]
+    pub(super) fn buffer_index(&self, ptr: *const u8, len: usize) -> Option<u16> {
+        let mut buffers = self.buffers.borrow_mut();
+        let b = buffers.as_mut()?;
+        if b.stale() {
+            b.sync(&self.uring.borrow().submitter());
+        }
+        b.index_of(ptr, len)
     }
 
     /// Adds a channel: its id and the list its completions land in.

@@ -64,17 +64,30 @@ impl UringChannel {
         Some(match io.op() {
             IoType::Read => {
                 let buf = io.buf()?;
-                opcode::Read::new(self.fd, buf.as_ptr(), u32::try_from(len).ok()?)
-                    .offset(offset)
-                    .build()
+                let n = u32::try_from(len).ok()?;
+                match self.ring.buffer_index(buf.as_ptr(), n as usize) {
+                    Some(index) => opcode::ReadFixed::new(self.fd, buf.as_ptr(), n, index)
+                        .offset(offset)
+                        .build(),
+                    None => opcode::Read::new(self.fd, buf.as_ptr(), n)
+                        .offset(offset)
+                        .build(),
+                }
             }
             IoType::Write => {
                 let buf = io.buf()?;
+                let n = u32::try_from(len).ok()?;
                 let flags = if io.fua() { libc::RWF_DSYNC } else { 0 };
-                opcode::Write::new(self.fd, buf.as_ptr(), u32::try_from(len).ok()?)
-                    .offset(offset)
-                    .rw_flags(flags)
-                    .build()
+                match self.ring.buffer_index(buf.as_ptr(), n as usize) {
+                    Some(index) => opcode::WriteFixed::new(self.fd, buf.as_ptr(), n, index)
+                        .offset(offset)
+                        .rw_flags(flags)
+                        .build(),
+                    None => opcode::Write::new(self.fd, buf.as_ptr(), n)
+                        .offset(offset)
+                        .rw_flags(flags)
+                        .build(),
+                }
             }
             IoType::Flush => opcode::Fsync::new(self.fd)
                 .flags(types::FsyncFlags::DATASYNC)

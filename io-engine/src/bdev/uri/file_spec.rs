@@ -126,11 +126,12 @@ pub(super) fn check_path(path: &str) -> Result<PathBuf, UriError> {
     Ok(p.to_path_buf())
 }
 
-/// Percent-encodes what a URI path cannot hold as is.
+/// Percent-encodes what a URI path cannot hold as is, and `,` (the
+/// daemon's `--bdev` flag takes a comma-separated list of URIs).
 fn encode_path(path: &Path) -> String {
     let mut out = String::new();
     for &b in path.as_os_str().as_encoded_bytes() {
-        if b.is_ascii_alphanumeric() || b"/-_.~:@+,=".contains(&b) {
+        if b.is_ascii_alphanumeric() || b"/-_.~:@+=".contains(&b) {
             out.push(b as char);
         } else {
             out.push_str(&format!("%{b:02X}"));

@@ -51,8 +51,9 @@ pub(super) fn region_dropped(addr: usize, len: usize) {
 /// from it).
 ///
 /// Called by whoever creates an engine that needs DMA memory mapped (the
-/// daemon, accel-perf and bdev-perf for the I/OAT module, and tests), never
-/// by the engine itself.
+/// daemon, accel-perf and bdev-perf for the I/OAT module, and tests), and
+/// by the `uring` devices for the rings' fixed buffers (once, on first
+/// use, for the process's life).
 pub fn register_mapper(mapper: Arc<dyn DmaMapper>) -> MapperRegistration {
     let mut live = live();
     for &(addr, len) in &live.regions {
