@@ -6,6 +6,10 @@
 //! that asked ([`Results`]), which polls for it, and the reactor is woken
 //! through the channel's eventfd if it sleeps.
 //!
+//! The threads run where the process's main thread may (the daemon confines
+//! it to the CPUs its reactors leave free), not on the reactor that
+//! happened to start them.
+//!
 //! Thread: [`submit`] is called on a reactor; the jobs run on the blocking
 //! threads; [`Results`] is shared by both.
 
@@ -96,6 +100,12 @@ fn sender() -> &'static Mutex<Option<Sender<Task>>> {
 }
 
 fn serve(rx: &Mutex<Receiver<Task>>) {
+    if let Ok(cpus) = crate::env::cores::allowed_cpus() {
+        let cpus: Vec<u32> = cpus.iter().collect();
+        if let Err(e) = crate::env::affinity::confine_current_thread(&cpus) {
+            tracing::warn!("bdev blocking thread keeps the reactor's affinity: {e}");
+        }
+    }
     loop {
         let task = match rx.lock().unwrap_or_else(PoisonError::into_inner).recv() {
             Ok(task) => task,

@@ -55,6 +55,26 @@ thread_local! {
     static RING: RefCell<Weak<Ring>> = const { RefCell::new(Weak::new()) };
 }
 
+/// Lets the ring's kernel workers (io-wq: IO the kernel cannot start
+/// without blocking, such as a write that must update a file's times) run
+/// where the process's main thread may, which in the daemon is off the
+/// reactors' CPUs, rather than on the reactor that made the ring.
+fn confine_workers(uring: &IoUring) {
+    let Ok(cpus) = crate::env::cores::allowed_cpus() else {
+        return;
+    };
+    // SAFETY: cpu_set_t is plain data; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for cpu in cpus.iter() {
+        // SAFETY: CPU_SET bounds-checks the index against the set's size
+        // (an id past it is ignored); `set` is a valid cpu_set_t.
+        unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+    }
+    if let Err(e) = uring.submitter().register_iowq_aff(&set) {
+        tracing::debug!("uring: kernel workers keep the reactor's affinity: {e}");
+    }
+}
+
 impl Ring {
     /// The calling reactor's ring, made if it has none.
     pub(super) fn current() -> Result<Rc<Ring>, BackingError> {
@@ -95,6 +115,7 @@ impl Ring {
 
     fn new() -> Result<Ring, BackingError> {
         let uring = Self::build(ENTRIES)?;
+        confine_workers(&uring);
         let wake = WakeFd::new();
         if let Some(w) = &wake
             && let Err(e) = uring.submitter().register_eventfd(w.fd().as_raw_fd())
