@@ -25,8 +25,9 @@
 //! Devices with a backing (`uring`, `aio`) take the backing's absolute path
 //! in place of the name: `uring:///var/lib/disk0.img`. Their parameters are
 //! `blk_size`, `uuid`, `readonly=true|false`, `direct=true|false` (O_DIRECT,
-//! default true), `size_mb=N` (create the file at this size if missing) and
-//! `name=NAME` (default: the path's last component); `num_blocks` is not
+//! default true), `size_mb=N` (create the file at this size if missing),
+//! `name=NAME` (default: the path's last component) and, for `uring` only,
+//! `iopoll=true|false` (polled completions on a block device that polls); `num_blocks` is not
 //! accepted (the size is the backing's). Such a spec is completed
 //! ([`BdevSpec::resolved`]) when its backing is opened: block size, block
 //! count and uuid come from the backing then (see `file/`).
@@ -49,7 +50,7 @@ use super::quoted::Quoted;
 mod file_spec;
 
 pub use file_spec::FileSpec;
-use file_spec::{DIRECT, NAME, READONLY};
+use file_spec::{DIRECT, IOPOLL, NAME, READONLY};
 
 /// Block size used when the URI gives no `blk_size`.
 pub const DEFAULT_BLOCK_SIZE: u32 = 512;
@@ -61,10 +62,13 @@ pub const BLOCK_SIZES: [u32; 2] = [512, 4096];
 pub const MAX_NAME_LEN: usize = 255;
 
 /// The query parameters a URI may carry, in canonical order.
-pub const PARAMETERS: [&str; 7] = [SIZE_MB, NUM_BLOCKS, BLK_SIZE, UUID, READONLY, DIRECT, NAME];
+pub const PARAMETERS: [&str; 8] = [
+    SIZE_MB, NUM_BLOCKS, BLK_SIZE, UUID, READONLY, DIRECT, NAME, IOPOLL,
+];
 
-/// The parameters of a device with a backing (`uring`, `aio`).
-pub const FILE_PARAMETERS: [&str; 6] = [BLK_SIZE, UUID, READONLY, DIRECT, SIZE_MB, NAME];
+/// The parameters of a device with a backing (`uring`, `aio`; `iopoll`
+/// is `uring`'s only).
+pub const FILE_PARAMETERS: [&str; 7] = [BLK_SIZE, UUID, READONLY, DIRECT, SIZE_MB, NAME, IOPOLL];
 
 const SIZE_MB: &str = "size_mb";
 const NUM_BLOCKS: &str = "num_blocks";
@@ -79,12 +83,13 @@ const MIB: u64 = 1 << 20;
 const KNOWN_SCHEMES: &str = "null, malloc, uring, aio";
 /// Accepted parameters, as listed in error messages (kept equal to
 /// [`PARAMETERS`] by a test).
-const ACCEPTED_PARAMETERS: &str = "size_mb, num_blocks, blk_size, uuid, readonly, direct, name";
+const ACCEPTED_PARAMETERS: &str =
+    "size_mb, num_blocks, blk_size, uuid, readonly, direct, name, iopoll";
 /// The parameters of `null` and `malloc`, as listed in error messages.
 const MEMORY_PARAMETERS: &str = "size_mb, num_blocks, blk_size, uuid";
 /// The parameters of `uring` and `aio` (kept equal to [`FILE_PARAMETERS`]
 /// by a test).
-const FILE_PARAMETERS_TEXT: &str = "blk_size, uuid, readonly, direct, size_mb, name";
+const FILE_PARAMETERS_TEXT: &str = "blk_size, uuid, readonly, direct, size_mb, name, iopoll";
 /// Characters allowed in a name, as listed in error messages.
 const NAME_CHARS: &str = "ASCII letters, digits, '-', '_', '.', ':'";
 
@@ -572,6 +577,7 @@ pub fn parse(uri: &str) -> Result<BdevSpec, UriError> {
         (READONLY, &params.readonly),
         (DIRECT, &params.direct),
         (NAME, &params.name),
+        (IOPOLL, &params.iopoll),
     ] {
         if given.is_some() {
             return Err(UriError::NotForKind {
@@ -690,6 +696,17 @@ fn parse_backed(uri: &str, url: &Url, kind: BdevKind, path: &str) -> Result<Bdev
     if let Some(name) = &params.name {
         check_name(name)?;
     }
+    let iopoll = match params.iopoll {
+        None => false,
+        Some(_) if kind != BdevKind::Uring => {
+            return Err(UriError::NotForKind {
+                param: IOPOLL,
+                kind,
+                accepted: "blk_size, uuid, readonly, direct, size_mb, name",
+            });
+        }
+        Some(text) => file_spec::parse_bool(IOPOLL, &text)?,
+    };
     let uuid = params.uuid.map(parse_uuid).transpose()?;
     let backing = FileSpec {
         path,
@@ -698,6 +715,7 @@ fn parse_backed(uri: &str, url: &Url, kind: BdevKind, path: &str) -> Result<Bdev
         direct,
         create_mb,
         name: params.name,
+        iopoll,
     };
     let name = backing.device_name();
     check_name(&name)?;
@@ -746,6 +764,7 @@ struct Params {
     readonly: Option<String>,
     direct: Option<String>,
     name: Option<String>,
+    iopoll: Option<String>,
 }
 
 fn collect_params(url: &Url) -> Result<Params, UriError> {
@@ -759,6 +778,7 @@ fn collect_params(url: &Url) -> Result<Params, UriError> {
             READONLY => (READONLY, &mut params.readonly),
             DIRECT => (DIRECT, &mut params.direct),
             NAME => (NAME, &mut params.name),
+            IOPOLL => (IOPOLL, &mut params.iopoll),
             _ => {
                 return Err(UriError::UnknownParameter {
                     param: key.into_owned(),

@@ -62,6 +62,8 @@ pub struct Backing {
     pub write_cache: bool,
     /// Whether the backing can deallocate (punch holes, discard).
     pub discard: bool,
+    /// Reads and writes go through the reactor's IOPOLL ring.
+    pub iopoll: bool,
 }
 
 impl Backing {
@@ -132,10 +134,23 @@ impl Backing {
                 size % u64::from(block_size)
             );
         }
-        let (write_cache, discard) = match kind {
-            BackingKind::File => (true, true),
+        let (write_cache, discard, polls) = match kind {
+            BackingKind::File => (true, true, false),
             BackingKind::BlockDevice => queue_limits(meta.rdev()),
         };
+        if fs.iopoll && !(polls && fs.direct) {
+            return Err(BackingError::NoPolling {
+                path,
+                reason: if kind == BackingKind::File {
+                    "a file's IO is not polled; iopoll=true is for block devices"
+                } else if !fs.direct {
+                    "polled IO needs O_DIRECT; remove direct=false"
+                } else {
+                    "its queue does not poll (queue/io_poll is 0: the driver has no poll \
+                     queues, e.g. nvme without poll_queues=N)"
+                },
+            });
+        }
         let uuid = spec.uuid.unwrap_or_else(|| path_uuid(&path));
         let resolved = spec.resolved(block_size, num_blocks, uuid);
         Ok((
@@ -146,6 +161,7 @@ impl Backing {
                 readonly: fs.readonly,
                 write_cache,
                 discard,
+                iopoll: fs.iopoll,
             },
             resolved,
         ))
@@ -267,11 +283,11 @@ fn dio_alignment(file: &File) -> Option<u32> {
         .then_some(st.stx_dio_offset_align)
 }
 
-/// A block device's write cache and discard support, from its queue in
-/// sysfs (a partition's queue is its disk's). Unknown: a write cache
-/// (flushes are then sent; they cost little on a disk without one) and no
-/// discard.
-fn queue_limits(rdev: u64) -> (bool, bool) {
+/// A block device's write cache, discard and polling support, from its
+/// queue in sysfs (a partition's queue is its disk's). Unknown: a write
+/// cache (flushes are then sent; they cost little on a disk without one),
+/// no discard, no polling.
+fn queue_limits(rdev: u64) -> (bool, bool, bool) {
     let (major, minor) = (libc::major(rdev), libc::minor(rdev));
     let base = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
     let read = |name: &str| {
@@ -283,7 +299,8 @@ fn queue_limits(rdev: u64) -> (bool, bool) {
     let discard = read("discard_max_bytes")
         .and_then(|v| v.trim().parse::<u64>().ok())
         .is_some_and(|v| v > 0);
-    (write_cache, discard)
+    let polls = read("io_poll").is_some_and(|v| v.trim() == "1");
+    (write_cache, discard, polls)
 }
 
 #[cfg(test)]

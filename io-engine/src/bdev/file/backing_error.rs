@@ -38,6 +38,14 @@ pub enum BackingError {
         /// Why.
         reason: String,
     },
+    /// `iopoll=true` for a backing whose IO cannot be polled.
+    #[error("{}: iopoll=true cannot be used: {reason}", .path.display())]
+    NoPolling {
+        /// The backing.
+        path: PathBuf,
+        /// Why.
+        reason: &'static str,
+    },
     /// A system call failed.
     #[error("{}: {what}: {source}", .path.display())]
     Io {

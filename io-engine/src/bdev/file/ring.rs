@@ -44,6 +44,11 @@ pub(super) struct Ring {
     buffers: RefCell<Option<RingBuffers>>,
     /// Entries queued and not yet submitted.
     queued: Cell<u32>,
+    /// Entries pushed whose completion has not been reaped.
+    in_flight: Cell<u64>,
+    /// An IOPOLL ring: completions are found only by entering the kernel
+    /// with GETEVENTS, every round while IO is in flight.
+    polled: bool,
     /// The eventfd the kernel signals on completion (adaptive mode); also
     /// written by the blocking threads when they finish a job of a channel
     /// on this ring.
@@ -51,8 +56,18 @@ pub(super) struct Ring {
     poller: RefCell<Option<PollerHandle>>,
 }
 
+/// Which of a reactor's rings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RingKind {
+    /// Completions by interrupt (every operation).
+    Interrupt,
+    /// `IORING_SETUP_IOPOLL`: reads and writes of block devices whose queue
+    /// polls, completions found by polling the device (`iopoll=true`).
+    Polled,
+}
+
 thread_local! {
-    static RING: RefCell<Weak<Ring>> = const { RefCell::new(Weak::new()) };
+    static RINGS: RefCell<[Weak<Ring>; 2]> = const { RefCell::new([Weak::new(), Weak::new()]) };
 }
 
 /// Lets the ring's kernel workers (io-wq: IO the kernel cannot start
@@ -76,29 +91,38 @@ fn confine_workers(uring: &IoUring) {
 }
 
 impl Ring {
-    /// The calling reactor's ring, made if it has none.
-    pub(super) fn current() -> Result<Rc<Ring>, BackingError> {
-        if let Some(ring) = RING.with(|r| r.borrow().upgrade()) {
+    /// The calling reactor's ring of that kind, made if it has none.
+    pub(super) fn current(kind: RingKind) -> Result<Rc<Ring>, BackingError> {
+        let i = kind as usize;
+        if let Some(ring) = RINGS.with(|r| r.borrow().get(i).and_then(Weak::upgrade)) {
             return Ok(ring);
         }
-        let ring = Rc::new(Ring::new()?);
+        let ring = Rc::new(Ring::new(kind)?);
         let weak = Rc::downgrade(&ring);
         *ring.poller.borrow_mut() = Some(reactor::register_poller("uring", move || {
             weak.upgrade().map_or(Poll::Idle, |r| r.poll())
         }));
-        RING.with(|r| *r.borrow_mut() = Rc::downgrade(&ring));
+        RINGS.with(|r| {
+            if let Some(slot) = r.borrow_mut().get_mut(i) {
+                *slot = Rc::downgrade(&ring);
+            }
+        });
         Ok(ring)
     }
 
     /// Checks that this process may make an io_uring (a device's create
     /// fails with the reason, rather than its IOs later).
-    pub(super) fn probe() -> Result<(), BackingError> {
-        Self::build(2).map(drop)
+    pub(super) fn probe(kind: RingKind) -> Result<(), BackingError> {
+        Self::build(2, kind).map(drop)
     }
 
-    fn build(entries: u32) -> Result<IoUring, BackingError> {
-        IoUring::builder()
-            .setup_cqsize(entries * 2)
+    fn build(entries: u32, kind: RingKind) -> Result<IoUring, BackingError> {
+        let mut builder = IoUring::builder();
+        builder.setup_cqsize(entries * 2);
+        if kind == RingKind::Polled {
+            builder.setup_iopoll();
+        }
+        builder
             .build(entries)
             .map_err(|source| BackingError::Unavailable {
                 what: "io_uring",
@@ -113,20 +137,35 @@ impl Ring {
             })
     }
 
-    fn new() -> Result<Ring, BackingError> {
-        let uring = Self::build(ENTRIES)?;
+    /// Whether the calling reactor has a ring of that kind now.
+    #[cfg(test)]
+    pub(super) fn exists(kind: RingKind) -> bool {
+        RINGS.with(|r| {
+            r.borrow()
+                .get(kind as usize)
+                .and_then(Weak::upgrade)
+                .is_some()
+        })
+    }
+
+    fn new(kind: RingKind) -> Result<Ring, BackingError> {
+        let uring = Self::build(ENTRIES, kind)?;
         confine_workers(&uring);
+        if kind == RingKind::Polled {
+            // Polled completions signal nothing: the reactor polls them.
+            return Ok(Ring::with(uring, None, kind));
+        }
         let wake = WakeFd::new();
         if let Some(w) = &wake
             && let Err(e) = uring.submitter().register_eventfd(w.fd().as_raw_fd())
         {
             tracing::warn!("uring: eventfd not registered, completions polled: {e}");
-            return Ok(Ring::with(uring, None));
+            return Ok(Ring::with(uring, None, kind));
         }
-        Ok(Ring::with(uring, wake))
+        Ok(Ring::with(uring, wake, kind))
     }
 
-    fn with(uring: IoUring, wake: Option<WakeFd>) -> Ring {
+    fn with(uring: IoUring, wake: Option<WakeFd>, kind: RingKind) -> Ring {
         let buffers = RingBuffers::new(&uring.submitter());
         Ring {
             buffers: RefCell::new(buffers),
@@ -134,6 +173,8 @@ impl Ring {
             channels: RefCell::new(Vec::new()),
             free_ids: RefCell::new(Vec::new()),
             queued: Cell::new(0),
+            in_flight: Cell::new(0),
+            polled: kind == RingKind::Polled,
             wake,
             poller: RefCell::new(None),
         }
@@ -203,6 +244,7 @@ impl Ring {
             // completion (this function's contract).
             if unsafe { uring.submission().push(&entry) }.is_ok() {
                 self.queued.set(self.queued.get() + 1);
+                self.in_flight.set(self.in_flight.get() + 1);
                 return true;
             }
             // Full: hand the kernel what is queued, then try once more.
@@ -219,7 +261,16 @@ impl Ring {
     fn poll(&self) -> Poll {
         let mut busy = false;
         let mut uring = self.uring.borrow_mut();
-        if self.queued.get() > 0 {
+        // Enter the kernel with entries to submit; with completions it
+        // holds back (a completion queue that overflowed, task work to
+        // run); and on a polled ring whenever IO is in flight, which is
+        // how its completions are found.
+        let submitting = self.queued.get() > 0;
+        let enter = submitting || (self.polled && self.in_flight.get() > 0) || {
+            let sq = uring.submission();
+            sq.cq_overflow() || sq.taskrun()
+        };
+        if enter {
             match uring.submit() {
                 Ok(_) => self.queued.set(0),
                 // EBUSY/EAGAIN: the completion queue is full; completions
@@ -227,16 +278,23 @@ impl Ring {
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => {}
                 Err(e) => tracing::warn!("uring: submit failed: {e}"),
             }
-            busy = true;
+            busy = submitting;
         }
         let channels = self.channels.borrow();
         for cqe in uring.completion() {
             busy = true;
+            self.in_flight.set(self.in_flight.get().saturating_sub(1));
             let (id, slot) = ((cqe.user_data() >> 32) as u32, cqe.user_data() as u32);
             if let Some(Some(done)) = channels.get(id as usize) {
                 done.borrow_mut().push((slot, cqe.result()));
             }
         }
-        if busy { Poll::Busy } else { Poll::Idle }
+        // A polled ring with IO in flight keeps the reactor awake: nothing
+        // else would tell it of the completions.
+        if busy || (self.polled && self.in_flight.get() > 0) {
+            Poll::Busy
+        } else {
+            Poll::Idle
+        }
     }
 }

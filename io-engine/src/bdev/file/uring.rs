@@ -8,7 +8,7 @@
 use super::backing::Backing;
 use super::backing_error::BackingError;
 use super::file_device::FileDevice;
-use super::ring::Ring;
+use super::ring::{Ring, RingKind};
 use super::uring_channel::UringChannel;
 use crate::bdev::device::Bdev;
 use crate::bdev::device_channel::DeviceChannel;
@@ -24,11 +24,23 @@ pub struct Uring {
 impl Uring {
     /// Opens `spec`'s backing, after checking that io_uring can be had.
     pub fn new(spec: &BdevSpec) -> Result<Uring, BackingError> {
-        Ring::probe()?;
+        Ring::probe(RingKind::Interrupt)?;
         let (backing, resolved) = Backing::open(spec)?;
+        if backing.iopoll {
+            Ring::probe(RingKind::Polled)?;
+        }
         Ok(Uring {
             dev: FileDevice::new(resolved, backing),
         })
+    }
+}
+
+#[cfg(test)]
+impl Uring {
+    /// A device on `dev` as it is, past `new`'s checks (tests of the
+    /// polled ring on a block device that does not poll).
+    pub(super) fn from_device(dev: FileDevice) -> Uring {
+        Uring { dev }
     }
 }
 
@@ -52,8 +64,13 @@ impl Bdev for Uring {
         Some((&self.dev.backing.path, self.dev.backing.kind.as_str()))
     }
     fn create_channel(&self) -> Box<dyn DeviceChannel> {
-        match Ring::current() {
-            Ok(ring) => Box::new(UringChannel::new(ring, &self.dev)),
+        let polled = if self.dev.backing.iopoll {
+            Ring::current(RingKind::Polled).map(Some)
+        } else {
+            Ok(None)
+        };
+        match Ring::current(RingKind::Interrupt).and_then(|r| Ok((r, polled?))) {
+            Ok((ring, polled)) => Box::new(UringChannel::new(ring, polled, &self.dev)),
             Err(e) => {
                 tracing::error!(device = self.name(), "{e}; its IOs on this core fail");
                 Box::new(super::failed_channel::FailedChannel::default())

@@ -1,7 +1,8 @@
 //! [`UringChannel`]: a `uring` device's channel on one reactor. Reads,
 //! writes (FUA as `RWF_DSYNC`), flushes (`fdatasync`), write zeroes
 //! (`fallocate` ZERO_RANGE) and unmaps (`fallocate` PUNCH_HOLE) go
-//! through the reactor's ring; copies through the blocking threads
+//! through the reactor's ring (reads and writes through its IOPOLL ring
+//! with `iopoll=true`); copies through the blocking threads
 //! (`copy_file_range`).
 //!
 //! Thread: the reactor that opened it.
@@ -27,6 +28,8 @@ pub(super) struct UringChannel {
     ring: Rc<Ring>,
     id: u32,
     completions: Completions,
+    /// The reactor's IOPOLL ring, for reads and writes (`iopoll=true`).
+    polled: Option<(Rc<Ring>, u32, Completions)>,
     /// Scratch for the completions taken from the ring's list.
     scratch: Vec<(u32, i32)>,
     file: Arc<File>,
@@ -40,12 +43,17 @@ pub(super) struct UringChannel {
 }
 
 impl UringChannel {
-    pub(super) fn new(ring: Rc<Ring>, dev: &FileDevice) -> UringChannel {
+    pub(super) fn new(ring: Rc<Ring>, polled: Option<Rc<Ring>>, dev: &FileDevice) -> UringChannel {
         let (id, completions) = ring.attach();
+        let polled = polled.map(|p| {
+            let (id, done) = p.attach();
+            (p, id, done)
+        });
         let results = Results::new(ring.eventfd());
         UringChannel {
             id,
             completions,
+            polled,
             scratch: Vec::with_capacity(256),
             fd: types::Fd(dev.backing.file.as_raw_fd()),
             file: dev.backing.file.clone(),
@@ -57,15 +65,24 @@ impl UringChannel {
         }
     }
 
+    /// The ring for `op`: the polled one for reads and writes, if any.
+    fn ring_for(&self, op: IoType) -> (&Rc<Ring>, u32) {
+        match (&self.polled, op) {
+            (Some((ring, id, _)), IoType::Read | IoType::Write) => (ring, *id),
+            _ => (&self.ring, self.id),
+        }
+    }
+
     /// The ring entry of the IO in `slot`.
     fn entry(&self, slot: u32) -> Option<squeue::Entry> {
         let io = self.ios.get(slot)?;
+        let (ring, _) = self.ring_for(io.op());
         let (offset, len) = (io.offset(), io.len());
         Some(match io.op() {
             IoType::Read => {
                 let buf = io.buf()?;
                 let n = u32::try_from(len).ok()?;
-                match self.ring.buffer_index(buf.as_ptr(), n as usize) {
+                match ring.buffer_index(buf.as_ptr(), n as usize) {
                     Some(index) => opcode::ReadFixed::new(self.fd, buf.as_ptr(), n, index)
                         .offset(offset)
                         .build(),
@@ -78,7 +95,7 @@ impl UringChannel {
                 let buf = io.buf()?;
                 let n = u32::try_from(len).ok()?;
                 let flags = if io.fua() { libc::RWF_DSYNC } else { 0 };
-                match self.ring.buffer_index(buf.as_ptr(), n as usize) {
+                match ring.buffer_index(buf.as_ptr(), n as usize) {
                     Some(index) => opcode::WriteFixed::new(self.fd, buf.as_ptr(), n, index)
                         .offset(offset)
                         .rw_flags(flags)
@@ -126,13 +143,15 @@ impl UringChannel {
             self.results.push(slot, -i64::from(libc::EINVAL));
             return true;
         };
+        let op = self.ios.get(slot).map_or(IoType::Flush, |io| io.op());
+        let (ring, id) = self.ring_for(op);
         // SAFETY: the entry names the IO's buffer (reads and writes), which
         // the IO owns; the IO stays in `ios` until its completion is
         // reaped, and a channel dropped before that leaks it (`Drop`), so
         // the buffer outlives the kernel's use of it. The fd stays open:
         // `file` is held as long as the channel, and the channel's drop
         // with IO in flight leaks nothing the kernel reads but buffers.
-        unsafe { self.ring.push(entry, self.id, slot) }
+        unsafe { ring.push(entry, id, slot) }
     }
 
     fn finish(&mut self, slot: u32, res: i64, done: &mut Vec<BdevIo>) {
@@ -164,13 +183,19 @@ impl DeviceChannel for UringChannel {
             }
             self.backlog.pop_front();
         }
-        std::mem::swap(&mut *self.completions.borrow_mut(), &mut self.scratch);
-        let mut scratch = std::mem::take(&mut self.scratch);
-        for &(slot, res) in &scratch {
-            self.finish(slot, i64::from(res), done);
+        let lists = [
+            Some(self.completions.clone()),
+            self.polled.as_ref().map(|(_, _, done)| done.clone()),
+        ];
+        for list in lists.into_iter().flatten() {
+            std::mem::swap(&mut *list.borrow_mut(), &mut self.scratch);
+            let mut scratch = std::mem::take(&mut self.scratch);
+            for &(slot, res) in &scratch {
+                self.finish(slot, i64::from(res), done);
+            }
+            scratch.clear();
+            self.scratch = scratch;
         }
-        scratch.clear();
-        self.scratch = scratch;
         while let Some((slot, res)) = self.results.pop() {
             self.finish(slot, res, done);
         }
@@ -178,7 +203,8 @@ impl DeviceChannel for UringChannel {
     }
 
     fn wakes_reactor(&self) -> bool {
-        self.ring.wakes_reactor()
+        // Polled IO signals nothing: the reactor must keep polling.
+        self.polled.is_none() && self.ring.wakes_reactor()
     }
 }
 
@@ -188,6 +214,9 @@ impl Drop for UringChannel {
     /// their buffers, which it may still write.
     fn drop(&mut self) {
         self.ring.detach(self.id);
+        if let Some((ring, id, _)) = &self.polled {
+            ring.detach(*id);
+        }
         let n = self.ios.leak();
         if n > 0 {
             tracing::error!(

@@ -15,6 +15,8 @@ pub(super) const READONLY: &str = "readonly";
 pub(super) const DIRECT: &str = "direct";
 /// `name=NAME`.
 pub(super) const NAME: &str = "name";
+/// `iopoll=true|false` (`uring` only).
+pub(super) const IOPOLL: &str = "iopoll";
 
 /// What a URI says of a device's backing, before the backing is opened.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -37,6 +39,11 @@ pub struct FileSpec {
     /// `name=`, if given; otherwise the device is named after the path's
     /// last component.
     pub name: Option<String>,
+    /// `iopoll=true` (`uring` only): reads and writes through the reactor's
+    /// IOPOLL ring, completions polled from the device's poll queues; only
+    /// for a block device whose queue polls (`queue/io_poll` is 1), with
+    /// O_DIRECT.
+    pub iopoll: bool,
 }
 
 impl FileSpec {
@@ -83,6 +90,9 @@ impl FileSpec {
         }
         if let Some(mb) = self.create_mb {
             push("size_mb", &mb.to_string());
+        }
+        if self.iopoll {
+            push(IOPOLL, "true");
         }
         uri
     }
