@@ -282,7 +282,21 @@ fn fio_verifies_over_nbd_on_files_and_loop_devices() {
         bdevs.push(uri(kind, loops[i].path(), &format!("?name={kind}-loop")));
         names.push(format!("{kind}-loop"));
     }
-    let d = start(&bdevs, &names);
+    // Two reactors when there are two CPUs: fio's two jobs (two
+    // connections) then run on both, each with its own io_uring or AIO
+    // context on the same device.
+    let cpus = available_cpus();
+    let list = cpus
+        .iter()
+        .take(2)
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut args = strings(&["--poll-mode", "adaptive", "-l", &list]);
+    for (b, n) in bdevs.iter().zip(&names) {
+        args.extend(["--bdev".to_string(), b.clone(), "--share".into(), n.clone()]);
+    }
+    let d = Daemon::start(args);
 
     for (name, backing) in names
         .iter()
@@ -800,33 +814,60 @@ fn a_restart_keeps_the_uuid_and_the_nguid_and_paths_differ() {
 // ---------------------------------------------------------------------------
 
 #[test]
-fn config_dump_restores_the_device_with_its_uri_and_uuid() {
+fn config_dump_restores_the_devices_with_their_uris_and_uuids() {
     let dir = Scratch::new("persistent-config");
     let file = dir.file("cfg0.img", 8);
+    let other = dir.file("cfg1.img", 8);
     let mut d = start(&[], &[]);
     let created = d.ctl_json(&["bdev", "create", &uri("uring", &file, "")]);
     d.ctl_ok(&["bdev", "share", "cfg0.img"]);
     nbd_write_read_ok(&d.nbd_uri("cfg0.img"), 1 << 20, 0x6c);
-    let before = bdev(&d, "cfg0.img");
-    assert_eq!(field(&before, "uuid"), field(&created, "uuid"));
+    // Every parameter away from its default, and a uuid of its own.
+    let given = "0b0c0d0e-1f20-4122-8324-252627282930";
+    d.ctl_json(&[
+        "bdev",
+        "create",
+        &uri(
+            "aio",
+            &other,
+            &format!("?name=cfg-ro&readonly=true&direct=false&blk_size=4096&uuid={given}"),
+        ),
+    ]);
+    d.ctl_ok(&["bdev", "share", "cfg-ro", "--protocol", "nvmf"]);
+    let before = [bdev(&d, "cfg0.img"), bdev(&d, "cfg-ro")];
+    assert_eq!(field(&before[0], "uuid"), field(&created, "uuid"));
+    assert_eq!(field(&before[1], "uuid"), given);
     let dump = d.ctl_ok(&["config", "dump"]);
-    assert!(
-        dump.contains(&field(&before, "uri")),
-        "the dump has the canonical URI:\n{dump}"
-    );
+    for b in &before {
+        assert!(
+            dump.contains(&field(b, "uri")),
+            "the dump has the canonical URI:\n{dump}"
+        );
+    }
     d.terminate();
     drop(d);
 
     let config = dir.join("engine.toml");
     std::fs::write(&config, &dump).unwrap();
     let d = Daemon::start_quiet(["--config", config.to_str().unwrap()]);
-    let after = bdev(&d, "cfg0.img");
-    assert_eq!(field(&after, "uri"), field(&before, "uri"), "{after}");
-    assert_eq!(field(&after, "uuid"), field(&before, "uuid"), "{after}");
-    assert_eq!(after["product"], "uring", "{after}");
+    for b in &before {
+        let after = bdev(&d, &field(b, "name"));
+        for key in ["uri", "uuid", "product"] {
+            assert_eq!(after[key], b[key], "{key}: {after}");
+        }
+        for key in ["block_size", "size_bytes"] {
+            assert_eq!(after[key], b[key], "{key}: {after}");
+        }
+    }
     // The same backing, shared again, with its data.
     let out = qemu_io(&d.nbd_uri("cfg0.img"), &["read -P 0x6c 1M 4k".into()]);
     assert!(out.contains("read 4096/4096"), "{out}");
+    // The read-only one is read-only again, over NVMe/TCP again, its
+    // NGUID the uuid it was given.
+    let (mut admin, mut io) = nvme_connect(&d, "cfg-ro");
+    assert_eq!(nguid(&mut admin), given.replace('-', ""));
+    assert_ne!(nvme_write(&mut io, 4096, 0, &[1; 4096]), 0);
+    assert!(std::fs::read(&other).unwrap().iter().all(|&b| b == 0));
 }
 
 // ---------------------------------------------------------------------------
@@ -875,6 +916,13 @@ fn a_path_whose_last_component_is_no_name_needs_name() {
     assert_eq!(field(&b, "name"), "disk0", "{b}");
     assert_eq!(u(&b["size_bytes"]), 4 << 20, "{b}");
     assert!(file.exists());
+    // The canonical URI, percent-encoded, makes the same device again.
+    let canonical = field(&b, "uri");
+    assert!(canonical.contains("disk%200.img"), "{canonical}");
+    d.ctl_ok(&["bdev", "destroy", "disk0"]);
+    let again = d.ctl_json(&["bdev", "create", &canonical]);
+    assert_eq!(again["uuid"], b["uuid"], "{again}");
+    assert_eq!(again["uri"], b["uri"], "{again}");
 }
 
 /// Whether the kernel opens `path` with O_DIRECT.
@@ -921,8 +969,13 @@ fn o_direct_where_the_file_system_refuses_it_is_refused_with_the_way_out() {
                 let status = grpc_create(&d, &direct).unwrap_err();
                 assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
             } else {
-                // The kernel takes O_DIRECT there: so does the engine.
+                // The kernel takes O_DIRECT there: so does the engine,
+                // and the device serves IO.
                 d.ctl_json(&["bdev", "create", &direct]);
+                d.ctl_ok(&["bdev", "share", &name]);
+                nbd_write_read_ok(&d.nbd_uri(&name), 2 << 20, 0x45);
+                assert_eq!(read_at(file, 2 << 20, 4096), vec![0x45; 4096]);
+                d.ctl_ok(&["bdev", "unshare", &name]);
                 d.ctl_ok(&["bdev", "destroy", &name]);
             }
             // With buffered IO it works, and serves IO.
