@@ -10,6 +10,11 @@
 //! run), files and directories removed. Files live under the system's
 //! temporary directory (`std::env::temp_dir()`), never on a raw disk.
 //!
+//! Loop devices, mounts and FS_IOC_SHUTDOWN need root (and the daemon
+//! under test, which opens the loop devices and the files in the mounts,
+//! runs as the same user): without it they fail the test at once, with a
+//! line saying so.
+//!
 //! Thread: the test threads.
 
 use std::io::{Read, Seek, SeekFrom};
@@ -28,6 +33,15 @@ pub const FS_IOC_SHUTDOWN: u32 = 0x8004_587d;
 
 /// `FS_GOING_FLAGS_NOLOGFLUSH`: shut down without flushing the journal.
 pub const SHUTDOWN_NOLOGFLUSH: u32 = 2;
+
+/// Panics, saying why, unless this process runs as root.
+pub fn require_root(what: &str) {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "{what} needs root (loop devices, mounts, FS_IOC_SHUTDOWN, and a daemon that \
+         opens them): run the tests as root"
+    );
+}
 
 /// Runs `program args` (at most [`ADMIN_TIMEOUT`]) and panics, with what it
 /// said, unless it succeeds; returns its stdout, trimmed.
@@ -116,6 +130,7 @@ impl LoopDevice {
     }
 
     fn attach_with(file: &Path, extra: &[&str]) -> LoopDevice {
+        require_root("a loop device");
         let losetup = system_tool("losetup", "mount");
         let mut args = extra.to_vec();
         args.extend(["-f", "--show", file.to_str().expect("a UTF-8 path")]);
@@ -181,6 +196,7 @@ pub struct Ext4Mount {
 impl Ext4Mount {
     /// Makes a `mib` MiB image (`mkfs.ext4 -q`) and mounts it.
     pub fn new(tag: &str, mib: u64) -> Ext4Mount {
+        require_root("an ext4 mount");
         let scratch = Scratch::new(tag);
         let image = scratch.file("fs.img", mib);
         let mountpoint = scratch.join("mnt");
@@ -262,6 +278,7 @@ pub struct Ramfs {
 impl Ramfs {
     /// Mounts a new ramfs.
     pub fn new(tag: &str) -> Ramfs {
+        require_root("a ramfs mount");
         let scratch = Scratch::new(tag);
         let mountpoint = scratch.join("ramfs");
         std::fs::create_dir(&mountpoint)
