@@ -4,14 +4,17 @@
 //! Thread: the test threads. [`bin`] builds each binary at most once per test
 //! process, behind a mutex, so tests running in parallel share one build.
 //!
-//! [`certs`] writes a throw-away PKI for the TLS tests; [`daemon`] runs the
-//! `io-engine` daemon under test; [`grpcio`] runs Python gRPC clients
-//! (grpcio, stubs from `proto/`) against it; [`http`] is the tiny
-//! HTTP client the tests read `/metrics` and Prometheus's API with;
-//! [`prometheus`] runs the real Prometheus server; [`tools`] finds the
-//! linters and validators of the deployment files; [`vm`] runs scripts in
-//! a micro-VM with the real Linux initiators.
+//! [`backing`] makes the files, loop devices and ext4 mounts the
+//! `uring://` and `aio://` devices sit on; [`certs`] writes a throw-away
+//! PKI for the TLS tests; [`daemon`] runs the `io-engine` daemon under
+//! test; [`grpcio`] runs Python gRPC clients (grpcio, stubs from
+//! `proto/`) against it; [`http`] is the tiny HTTP client the tests read
+//! `/metrics` and Prometheus's API with; [`prometheus`] runs the real
+//! Prometheus server; [`tools`] finds the linters and validators of the
+//! deployment files; [`vm`] runs scripts in a micro-VM with the real Linux
+//! initiators.
 
+pub mod backing;
 pub mod certs;
 pub mod daemon;
 pub mod grpcio;
