@@ -17,7 +17,7 @@ use super::release::Release;
 use super::share_state::ShareState;
 use super::share_watch::ShareWatch;
 use super::{Attachment, ExportError, Protocol, Share, ShareInfo};
-use crate::bdev::{BdevRegistry, Quoted};
+use crate::bdev::{BdevRegistry, IoType, Quoted};
 
 /// Longest an unshare waits for attached connections to let the device
 /// go. Shorter than the time an NBD connection waits for the rest of a
@@ -65,6 +65,10 @@ impl Exports {
             return Err(ExportError::AlreadyShared(name.into()));
         }
         let desc = registry.open(name)?;
+        // A device that takes no writes (a read-only backing) is shared
+        // read-only whatever was asked: hosts then see a read-only disk
+        // rather than one that fails every write.
+        let read_only = read_only || !desc.bdev().supports(IoType::Write);
         let share = Share {
             name: name.to_string(),
             protocol,

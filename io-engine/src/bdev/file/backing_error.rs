@@ -16,7 +16,7 @@ pub enum BackingError {
     NotFileOrBlock(PathBuf),
     /// The file system refuses O_DIRECT (tmpfs, for one).
     #[error(
-        "{} is on a file system that refuses O_DIRECT (tmpfs does); \
+        "{} is on a file system that refuses O_DIRECT (ramfs; tmpfs before Linux 6.6); \
          add direct=false to the URI for buffered IO through the page cache",
         .0.display()
     )]

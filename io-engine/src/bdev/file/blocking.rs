@@ -15,6 +15,7 @@
 
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
@@ -49,6 +50,10 @@ pub(super) enum Job {
 /// Where a channel's finished jobs land: (slot, bytes or negated errno).
 pub(super) struct Results {
     done: SegQueue<(u32, i64)>,
+    /// Jobs queued for the channel and not yet popped: the channel's poll
+    /// looks at the queue only when some are out (a relaxed load, not a
+    /// pop, every round).
+    out: AtomicUsize,
     /// Written once per result, to wake the channel's reactor if it sleeps.
     wake: Option<Arc<OwnedFd>>,
 }
@@ -57,18 +62,28 @@ impl Results {
     pub(super) fn new(wake: Option<Arc<OwnedFd>>) -> Arc<Results> {
         Arc::new(Results {
             done: SegQueue::new(),
+            out: AtomicUsize::new(0),
             wake,
         })
     }
 
     /// Records a result without a job (one that could not be queued).
     pub(super) fn push(&self, slot: u32, res: i64) {
+        self.out.fetch_add(1, Ordering::Relaxed);
         self.done.push((slot, res));
     }
 
     /// The next finished job.
+    #[inline]
     pub(super) fn pop(&self) -> Option<(u32, i64)> {
-        self.done.pop()
+        if self.out.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let r = self.done.pop();
+        if r.is_some() {
+            self.out.fetch_sub(1, Ordering::Relaxed);
+        }
+        r
     }
 }
 
@@ -123,18 +138,23 @@ fn serve(rx: &Mutex<Receiver<Task>>) {
 /// Returns false if no blocking thread could be started (the caller fails
 /// the IO).
 pub(super) fn submit(file: Arc<File>, job: Job, slot: u32, results: Arc<Results>) -> bool {
+    results.out.fetch_add(1, Ordering::Relaxed);
     let guard = sender().lock().unwrap_or_else(PoisonError::into_inner);
-    match guard.as_ref() {
+    let sent = match guard.as_ref() {
         Some(tx) => tx
             .send(Task {
                 file,
                 job,
                 slot,
-                results,
+                results: results.clone(),
             })
             .is_ok(),
         None => false,
+    };
+    if !sent {
+        results.out.fetch_sub(1, Ordering::Relaxed);
     }
+    sent
 }
 
 /// Runs one job: bytes done, or a negated errno.

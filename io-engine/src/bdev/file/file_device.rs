@@ -22,14 +22,15 @@ impl FileDevice {
         }
     }
 
-    /// Which operations the backing serves: a read-only one only reads;
+    /// Which operations the backing serves: a read-only one only reads (and
+    /// flushes, which change nothing);
     /// unmap needs a backing that deallocates; copy is `copy_file_range`
     /// on a file (a block device's copy is the bdev layer's emulation).
     pub(super) fn supports(&self, op: IoType) -> bool {
         let writable = !self.backing.readonly;
         match op {
-            IoType::Read => true,
-            IoType::Write | IoType::Flush | IoType::WriteZeroes => writable,
+            IoType::Read | IoType::Flush => true,
+            IoType::Write | IoType::WriteZeroes => writable,
             IoType::Unmap => writable && self.backing.discard,
             IoType::Copy => writable && self.backing.kind == BackingKind::File,
         }

@@ -132,7 +132,9 @@ impl Ring {
                 // Measured (bdev-perf, 4 KiB randwrite QD32, one core,
                 // Intel Xeon): 120k IOPS with, 99k without (fio's
                 // io_uring engine: 103k).
-                b.setup_coop_taskrun().setup_taskrun_flag().setup_single_issuer();
+                b.setup_coop_taskrun()
+                    .setup_taskrun_flag()
+                    .setup_single_issuer();
             }
             b.build(entries)
         };

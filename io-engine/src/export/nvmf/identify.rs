@@ -122,6 +122,8 @@ pub struct NamespaceFacts {
     pub copy: CopyLimits,
     /// Whether the device has a volatile write cache.
     pub volatile_cache: bool,
+    /// The namespace is write protected (a read-only share): NSATTR bit 0.
+    pub write_protected: bool,
 }
 
 /// Identify Namespace (CNS 00h).
@@ -136,6 +138,7 @@ pub fn namespace(n: &NamespaceFacts) -> Vec<u8> {
     // DLFEAT: deallocated blocks read as zeroes, Write Zeroes may
     // deallocate.
     b[33] = 0x1 | 0x8;
+    b[99] = u8::from(n.write_protected); // NSATTR: write protected
     put(&mut b, 74, &n.copy.range_blocks.to_le_bytes()); // MSSRL
     put(&mut b, 76, &n.copy.command_blocks.to_le_bytes()); // MCL
     b[80] = n.copy.ranges.saturating_sub(1); // MSRC
@@ -303,7 +306,9 @@ mod tests {
             uuid,
             copy,
             volatile_cache: false,
+            write_protected: true,
         });
+        assert_eq!(b[99], 1, "NSATTR: write protected");
         assert_eq!(u16::from_le_bytes([b[74], b[75]]), 256, "MSSRL");
         assert_eq!(
             u32::from_le_bytes(b[76..80].try_into().unwrap()),

@@ -193,6 +193,7 @@ impl QueuePair {
                 uuid: *bdev.uuid().as_bytes(),
                 copy: COPY_LIMITS,
                 volatile_cache: bdev.volatile_write_cache(),
+                write_protected: share.read_only,
             };
             let mut serial = bdev.uuid().simple().to_string();
             serial.truncate(20);
