@@ -1165,9 +1165,17 @@ fn a_read_only_device_reads_and_refuses_writes_leaving_the_file_alone() {
                 })
                 .sum::<f64>()
         };
+        // The export is read-only: a device that takes no writes is shared
+        // read-only whatever the share asked.
+        assert_ne!(
+            c.flags & 2,
+            0,
+            "{name}: NBD_FLAG_READ_ONLY not set: {:#x}",
+            c.flags
+        );
         let refused_before = nbd_refusals(&d);
         let (errno, _) = c.request(1, 8192, 4096, &[0xee; 4096]);
-        assert_ne!(errno, 0, "{name}: a write to a read-only device succeeded");
+        assert_eq!(errno, 1, "{name}: a write to a read-only export gets EPERM");
         assert!(
             nbd_refusals(&d) > refused_before || bdev_errors(&d, &name, "write") >= 1.0,
             "{name}: the failed write (errno {errno}, export flags {:#x}) is counted nowhere",
@@ -1177,15 +1185,20 @@ fn a_read_only_device_reads_and_refuses_writes_leaving_the_file_alone() {
         let out = qemu_io(&d.nbd_uri(&name), &["write -P 1 0 4k".into()]);
         assert!(!out.contains("wrote 4096/4096"), "{name}: {out}");
 
-        // NVMe/TCP: reads work, a write gets an error status.
-        let (_admin, mut io) = nvme_connect(&d2, &name);
+        // NVMe/TCP: the namespace says it is write protected (NSATTR bit
+        // 0), reads work, a write gets Namespace is Write Protected.
+        let (mut admin, mut io) = nvme_connect(&d2, &name);
+        let (cqe, ns) = admin
+            .read_admin(Sqe::new(0x06, 1).with_cdw(10, 0), 4096)
+            .expect("an Identify completion");
+        assert_eq!((cqe.status(), ns[99] & 1), (0, 1), "{name}: NSATTR");
         let (status, got) = nvme_read(&mut io, 4096, 2, 1);
         assert_eq!(status, 0);
         assert!(got == content[8192..8192 + 4096], "{name}: NVMe read");
         let status = nvme_write(&mut io, 4096, 2, &[0xee; 4096]);
-        assert_ne!(
-            status, 0,
-            "{name}: an NVMe write to a read-only device succeeded"
+        assert_eq!(
+            status, 0x20,
+            "{name}: an NVMe write to a read-only device: Namespace is Write Protected"
         );
 
         assert!(
