@@ -31,6 +31,9 @@ use crate::reactor::{self, Poll, PollerHandle};
 /// round.
 const ENTRIES: u32 = 1024;
 
+/// Registered file slots of a ring: one per `uring` channel on it.
+const FILES: u32 = 4096;
+
 /// Completions of one channel: (slot, result).
 pub(super) type Completions = Rc<RefCell<Vec<(u32, i32)>>>;
 
@@ -42,6 +45,10 @@ pub(super) struct Ring {
     free_ids: RefCell<Vec<u32>>,
     /// The ring's fixed buffers (`None`: the kernel registers none).
     buffers: RefCell<Option<RingBuffers>>,
+    /// The ring's registered files, by slot: in use or not (`None`: the
+    /// kernel registers none). Each channel registers its backing's fd,
+    /// sparing the kernel a file lookup and reference per IO.
+    files: RefCell<Option<Vec<bool>>>,
     /// Entries queued and not yet submitted.
     queued: Cell<u32>,
     /// Entries pushed whose completion has not been reaped.
@@ -184,8 +191,16 @@ impl Ring {
 
     fn with(uring: IoUring, wake: Option<WakeFd>, kind: RingKind) -> Ring {
         let buffers = RingBuffers::new(&uring.submitter());
+        let files = match uring.submitter().register_files_sparse(FILES) {
+            Ok(()) => Some(vec![false; FILES as usize]),
+            Err(e) => {
+                tracing::info!("uring: no registered files ({e}); each IO looks its file up");
+                None
+            }
+        };
         Ring {
             buffers: RefCell::new(buffers),
+            files: RefCell::new(files),
             uring: RefCell::new(uring),
             channels: RefCell::new(Vec::new()),
             free_ids: RefCell::new(Vec::new()),
@@ -218,6 +233,43 @@ impl Ring {
             b.sync(&self.uring.borrow().submitter());
         }
         b.index_of(ptr, len)
+    }
+
+    /// Registers `fd` with the ring: its slot, for `types::Fixed`; `None`
+    /// if the ring has no free slot (the channel then names its fd).
+    pub(super) fn register_file(&self, fd: std::os::fd::RawFd) -> Option<u32> {
+        let mut files = self.files.borrow_mut();
+        let table = files.as_mut()?;
+        let slot = table.iter().position(|used| !used)?;
+        match self
+            .uring
+            .borrow()
+            .submitter()
+            .register_files_update(slot as u32, &[fd])
+        {
+            Ok(_) => {
+                *table.get_mut(slot)? = true;
+                Some(slot as u32)
+            }
+            Err(e) => {
+                tracing::debug!("uring: file not registered: {e}");
+                None
+            }
+        }
+    }
+
+    /// Unregisters the file in `slot` (its channel goes; no IO of it is in
+    /// flight, and one that were would keep its own file reference).
+    pub(super) fn unregister_file(&self, slot: u32) {
+        let mut files = self.files.borrow_mut();
+        if let Some(used) = files.as_mut().and_then(|t| t.get_mut(slot as usize)) {
+            let _ = self
+                .uring
+                .borrow()
+                .submitter()
+                .register_files_update(slot, &[-1]);
+            *used = false;
+        }
     }
 
     /// Adds a channel: its id and the list its completions land in.

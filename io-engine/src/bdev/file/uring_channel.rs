@@ -23,6 +23,21 @@ use super::ring::{Completions, Ring};
 use crate::bdev::device_channel::DeviceChannel;
 use crate::bdev::io::{BdevIo, IoType};
 
+/// Builds an entry for the backing: as a registered file on the interrupt
+/// ring when it has a slot there, else by its fd (the opcodes take either,
+/// through a trait the crate keeps sealed, hence a macro).
+macro_rules! on_file {
+    ($fixed:expr, $fd:expr, |$t:ident| $build:expr) => {
+        match $fixed {
+            Some($t) => $build,
+            None => {
+                let $t = $fd;
+                $build
+            }
+        }
+    };
+}
+
 /// A `uring` device's channel.
 pub(super) struct UringChannel {
     ring: Rc<Ring>,
@@ -34,6 +49,8 @@ pub(super) struct UringChannel {
     scratch: Vec<(u32, i32)>,
     file: Arc<File>,
     fd: types::Fd,
+    /// The backing's slot among the interrupt ring's registered files.
+    fixed: Option<types::Fixed>,
     ios: InFlight,
     /// Slots whose entries did not fit the submission queue yet.
     backlog: VecDeque<u32>,
@@ -50,7 +67,11 @@ impl UringChannel {
             (p, id, done)
         });
         let results = Results::new(ring.eventfd());
+        let fixed = ring
+            .register_file(dev.backing.file.as_raw_fd())
+            .map(types::Fixed);
         UringChannel {
+            fixed,
             id,
             completions,
             polled,
@@ -78,17 +99,29 @@ impl UringChannel {
         let io = self.ios.get(slot)?;
         let (ring, _) = self.ring_for(io.op());
         let (offset, len) = (io.offset(), io.len());
+        // The polled ring has no registered files: it takes the fd.
+        let fixed = if std::ptr::eq(ring, &self.ring) {
+            self.fixed
+        } else {
+            None
+        };
+        let fd = self.fd;
         Some(match io.op() {
             IoType::Read => {
                 let buf = io.buf()?;
                 let n = u32::try_from(len).ok()?;
                 match ring.buffer_index(buf.as_ptr(), n as usize) {
-                    Some(index) => opcode::ReadFixed::new(self.fd, buf.as_ptr(), n, index)
+                    Some(index) => on_file!(fixed, fd, |f| opcode::ReadFixed::new(
+                        f,
+                        buf.as_ptr(),
+                        n,
+                        index
+                    )
+                    .offset(offset)
+                    .build()),
+                    None => on_file!(fixed, fd, |f| opcode::Read::new(f, buf.as_ptr(), n)
                         .offset(offset)
-                        .build(),
-                    None => opcode::Read::new(self.fd, buf.as_ptr(), n)
-                        .offset(offset)
-                        .build(),
+                        .build()),
                 }
             }
             IoType::Write => {
@@ -96,27 +129,32 @@ impl UringChannel {
                 let n = u32::try_from(len).ok()?;
                 let flags = if io.fua() { libc::RWF_DSYNC } else { 0 };
                 match ring.buffer_index(buf.as_ptr(), n as usize) {
-                    Some(index) => opcode::WriteFixed::new(self.fd, buf.as_ptr(), n, index)
+                    Some(index) => on_file!(fixed, fd, |f| opcode::WriteFixed::new(
+                        f,
+                        buf.as_ptr(),
+                        n,
+                        index
+                    )
+                    .offset(offset)
+                    .rw_flags(flags)
+                    .build()),
+                    None => on_file!(fixed, fd, |f| opcode::Write::new(f, buf.as_ptr(), n)
                         .offset(offset)
                         .rw_flags(flags)
-                        .build(),
-                    None => opcode::Write::new(self.fd, buf.as_ptr(), n)
-                        .offset(offset)
-                        .rw_flags(flags)
-                        .build(),
+                        .build()),
                 }
             }
-            IoType::Flush => opcode::Fsync::new(self.fd)
+            IoType::Flush => on_file!(fixed, fd, |f| opcode::Fsync::new(f)
                 .flags(types::FsyncFlags::DATASYNC)
-                .build(),
-            IoType::WriteZeroes => opcode::Fallocate::new(self.fd, len)
+                .build()),
+            IoType::WriteZeroes => on_file!(fixed, fd, |f| opcode::Fallocate::new(f, len)
                 .offset(offset)
                 .mode((FallocateFlags::ZERO_RANGE | FallocateFlags::KEEP_SIZE).bits() as i32)
-                .build(),
-            IoType::Unmap => opcode::Fallocate::new(self.fd, len)
+                .build()),
+            IoType::Unmap => on_file!(fixed, fd, |f| opcode::Fallocate::new(f, len)
                 .offset(offset)
                 .mode((FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE).bits() as i32)
-                .build(),
+                .build()),
             IoType::Copy => return None,
         })
     }
@@ -214,6 +252,9 @@ impl Drop for UringChannel {
     /// their buffers, which it may still write.
     fn drop(&mut self) {
         self.ring.detach(self.id);
+        if let Some(types::Fixed(slot)) = self.fixed {
+            self.ring.unregister_file(slot);
+        }
         if let Some((ring, id, _)) = &self.polled {
             ring.detach(*id);
         }
