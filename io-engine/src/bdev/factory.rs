@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::device::Bdev;
 use super::error::BdevError;
-use super::file::{Aio, Uring};
+use super::file::FileDevice;
 use super::malloc::Malloc;
 use super::null::Null;
 use super::uri::{BdevKind, BdevSpec};
@@ -39,16 +39,12 @@ impl Factory {
                         .map_err(|source| BdevError::NoMemory { name, source })?,
                 )
             }
-            BdevKind::Uring => {
-                Arc::new(Uring::new(&spec).map_err(|source| BdevError::Backing {
+            BdevKind::Uring | BdevKind::Aio => Arc::new(FileDevice::open(&spec).map_err(
+                |source| BdevError::Backing {
                     name: spec.name.clone(),
                     source,
-                })?)
-            }
-            BdevKind::Aio => Arc::new(Aio::new(&spec).map_err(|source| BdevError::Backing {
-                name: spec.name.clone(),
-                source,
-            })?),
+                },
+            )?),
         })
     }
 }

@@ -15,7 +15,7 @@ use rustix::fs::FallocateFlags;
 use super::aio_context::{AioContext, CMD_FDSYNC, CMD_PREAD, CMD_PWRITE, IoEvent, Iocb};
 use super::blocking::{self, Job, Results};
 use super::file_device::FileDevice;
-use super::in_flight::{ErrorLog, InFlight, status_of};
+use super::in_flight::{ErrorLog, InFlight};
 use super::wake_fd::WakeFd;
 use crate::bdev::device_channel::DeviceChannel;
 use crate::bdev::io::{BdevIo, IoType};
@@ -59,15 +59,7 @@ impl AioChannel {
     }
 
     fn finish(&mut self, slot: u32, res: i64, done: &mut Vec<BdevIo>) {
-        let Some(mut io) = self.ios.take(slot) else {
-            return;
-        };
-        let status = status_of(&io, res);
-        if let Err(e) = status {
-            self.errors.failed(&io, e);
-        }
-        io.set_status(status);
-        done.push(io);
+        self.ios.finish(slot, res, &mut self.errors, done);
     }
 
     /// Submits queued iocbs while the context has room.

@@ -47,6 +47,26 @@ impl InFlight {
         Some(io)
     }
 
+    /// Completes the IO in `slot` with the kernel's result `res` (bytes or
+    /// a negated errno) into `done`; a failure is logged through `errors`.
+    pub(super) fn finish(
+        &mut self,
+        slot: u32,
+        res: i64,
+        errors: &mut ErrorLog,
+        done: &mut Vec<BdevIo>,
+    ) {
+        let Some(mut io) = self.take(slot) else {
+            return;
+        };
+        let status = status_of(&io, res);
+        if let Err(e) = status {
+            errors.failed(&io, e);
+        }
+        io.set_status(status);
+        done.push(io);
+    }
+
     /// Leaks every IO held: the kernel may still write their buffers, so
     /// they are never returned to their pools (a channel dropped with IO
     /// the kernel never finished).

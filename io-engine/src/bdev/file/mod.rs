@@ -15,15 +15,15 @@
 //!   (`wake_fd.rs`); a busy one polls.
 //!
 //! Files, lowest first: `backing_error.rs`, `backing.rs` (opening, size,
-//! block size, uuid), `file_device.rs`, `in_flight.rs`, `wake_fd.rs`,
+//! block size, uuid), `in_flight.rs`, `wake_fd.rs`,
 //! `blocking.rs`, `failed_channel.rs`, `fixed_buffers.rs` (DMA memory
 //! registered with the rings), `ring.rs`, `uring_channel.rs`,
-//! `uring.rs`, `aio_context.rs`, `aio_channel.rs`, `aio.rs`.
+//! `aio_context.rs`, `aio_channel.rs`, `file_device.rs` (the device, both
+//! kinds).
 //!
 //! Thread: devices are shared by every core and built on the control path;
 //! channels live on one reactor each.
 
-mod aio;
 mod aio_channel;
 mod aio_context;
 mod backing;
@@ -34,14 +34,12 @@ mod file_device;
 mod fixed_buffers;
 mod in_flight;
 mod ring;
-mod uring;
 mod uring_channel;
 mod wake_fd;
 
 #[cfg(test)]
 mod tests;
 
-pub use aio::Aio;
 pub use backing::{BACKING_UUID_NAMESPACE, BackingKind, path_uuid};
 pub use backing_error::BackingError;
-pub use uring::Uring;
+pub use file_device::FileDevice;

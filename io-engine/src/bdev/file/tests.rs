@@ -601,7 +601,6 @@ fn reads_and_writes_go_through_the_polled_ring() {
     use super::backing::Backing;
     use super::file_device::FileDevice;
     use super::ring::{Ring, RingKind};
-    use super::uring::Uring;
 
     let fx = fixture();
     let lo = Loop::new(4, 512);
@@ -609,9 +608,7 @@ fn reads_and_writes_go_through_the_polled_ring() {
     let (mut backing, resolved) = Backing::open(&spec).unwrap();
     backing.iopoll = true;
     fx.registry
-        .insert(Arc::new(Uring::from_device(FileDevice::new(
-            resolved, backing,
-        ))));
+        .insert(Arc::new(FileDevice::new(resolved, backing)));
     let (statuses, polled_ring) = with_channel(&fx, "p0", |ch, bufs| async move {
         let polled_ring = Ring::exists(RingKind::Polled);
         let mut statuses = Vec::new();
