@@ -21,6 +21,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use io_engine_api::v1 as pb;
+use io_engine_tests::backing::random_bytes;
 use io_engine_tests::daemon::Daemon;
 use io_engine_tests::{available_cpus, http, output_with_timeout, u};
 use pb::export_service_client::ExportServiceClient;
@@ -135,22 +136,6 @@ impl Drop for ChildGuard {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// `len` pseudo-random bytes (splitmix64 from `seed`): incompressible, and
-/// different for each seed.
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }
 
 fn read_file(path: &Path) -> Vec<u8> {

@@ -26,7 +26,9 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use io_engine_api::v1 as pb;
-use io_engine_tests::backing::{Ext4Mount, LoopDevice, Ramfs, Scratch, read_at, sized_file};
+use io_engine_tests::backing::{
+    Ext4Mount, LoopDevice, Ramfs, Scratch, random_bytes, read_at, sized_file,
+};
 use io_engine_tests::daemon::Daemon;
 use io_engine_tests::nvmf::{Host, Sqe, nqn_of};
 use io_engine_tests::tools::said;
@@ -178,21 +180,6 @@ fn assert_fio_blocks(path: &Path, start: u64, len: u64) {
             path.display()
         );
     }
-}
-
-/// `len` pseudo-random bytes (splitmix64 from `seed`).
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }
 
 /// `qemu-io -f raw URI -c CMD...`: its output (qemu-io prints a failed
