@@ -40,6 +40,7 @@
 //! canonical form gives back the same spec.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use url::Url;
@@ -660,7 +661,7 @@ fn parse_backed(uri: &str, url: &Url, kind: BdevKind, path: &str) -> Result<Bdev
             reason: "it names no file; write e.g. \"uring:///dev/sdb\"",
         });
     }
-    let path = file_spec::check_path(&percent_decode(path))?;
+    let path = check_path(&percent_decode(path))?;
     let params = collect_params(url)?;
     if params.num_blocks.is_some() {
         return Err(UriError::NotForKind {
@@ -687,11 +688,11 @@ fn parse_backed(uri: &str, url: &Url, kind: BdevKind, path: &str) -> Result<Bdev
     let block_size = params.blk_size.map(parse_block_size).transpose()?;
     let readonly = match params.readonly {
         None => false,
-        Some(text) => file_spec::parse_bool(READONLY, &text)?,
+        Some(text) => parse_bool(READONLY, &text)?,
     };
     let direct = match params.direct {
         None => true,
-        Some(text) => file_spec::parse_bool(DIRECT, &text)?,
+        Some(text) => parse_bool(DIRECT, &text)?,
     };
     if let Some(name) = &params.name {
         check_name(name)?;
@@ -705,7 +706,7 @@ fn parse_backed(uri: &str, url: &Url, kind: BdevKind, path: &str) -> Result<Bdev
                 accepted: "blk_size, uuid, readonly, direct, size_mb, name",
             });
         }
-        Some(text) => file_spec::parse_bool(IOPOLL, &text)?,
+        Some(text) => parse_bool(IOPOLL, &text)?,
     };
     let uuid = params.uuid.map(parse_uuid).transpose()?;
     let backing = FileSpec {
@@ -728,6 +729,44 @@ fn parse_backed(uri: &str, url: &Url, kind: BdevKind, path: &str) -> Result<Bdev
         uuid,
         backing: Some(backing),
     })
+}
+
+/// `true` or `false` (any case).
+fn parse_bool(param: &'static str, value: &str) -> Result<bool, UriError> {
+    if value.eq_ignore_ascii_case("true") {
+        Ok(true)
+    } else if value.eq_ignore_ascii_case("false") {
+        Ok(false)
+    } else {
+        Err(UriError::InvalidBool {
+            param,
+            value: value.to_owned(),
+        })
+    }
+}
+
+/// Checks a backing path (percent-decoded): absolute, with a last
+/// component, no NUL, no `.` or `..` component (a path that says where it
+/// goes, not one resolved through the daemon's view).
+fn check_path(path: &str) -> Result<PathBuf, UriError> {
+    let bad = |reason: &'static str| UriError::InvalidPath {
+        path: path.to_owned(),
+        reason,
+    };
+    if path.contains('\0') {
+        return Err(bad("it contains a NUL byte"));
+    }
+    if path.len() > 4095 {
+        return Err(bad("it is longer than 4095 bytes"));
+    }
+    let p = Path::new(path);
+    if !p.is_absolute() || p.file_name().is_none() || path.ends_with('/') {
+        return Err(bad("it names no file"));
+    }
+    if path.split('/').any(|c| c == "." || c == "..") {
+        return Err(bad("it has a '.' or '..' component"));
+    }
+    Ok(p.to_path_buf())
 }
 
 /// How the URI gave the size; the canonical form keeps the same choice.

@@ -14,7 +14,6 @@ use rustix::fs::FallocateFlags;
 
 use super::aio_context::{AioContext, CMD_FDSYNC, CMD_PREAD, CMD_PWRITE, IoEvent, Iocb};
 use super::blocking::{self, Job, Results};
-use super::file_device::FileDevice;
 use super::in_flight::{ErrorLog, InFlight};
 use super::wake_fd::WakeFd;
 use crate::bdev::device_channel::DeviceChannel;
@@ -41,19 +40,21 @@ pub(super) struct AioChannel {
 }
 
 impl AioChannel {
-    pub(super) fn new(dev: &FileDevice) -> std::io::Result<AioChannel> {
+    /// The channel of device `name` on `file`, with an AIO context of its
+    /// own.
+    pub(super) fn new(file: &Arc<File>, name: &str) -> std::io::Result<AioChannel> {
         let wake = WakeFd::new();
         let eventfd = wake.as_ref().map(|w| w.fd().clone());
         Ok(AioChannel {
             ctx: AioContext::new(DEPTH, eventfd.clone())?,
-            fd: dev.backing.file.as_raw_fd() as u32,
-            file: dev.backing.file.clone(),
+            fd: file.as_raw_fd() as u32,
+            file: file.clone(),
             ios: InFlight::default(),
             queued: Vec::with_capacity(DEPTH as usize),
             in_kernel: 0,
             events: Vec::with_capacity(64),
             results: Results::new(eventfd),
-            errors: ErrorLog::new(dev.name()),
+            errors: ErrorLog::new(name),
             wake,
         })
     }

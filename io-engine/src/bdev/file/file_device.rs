@@ -67,7 +67,12 @@ impl FileDevice {
         } else {
             None
         };
-        Ok(UringChannel::new(ring, polled, self))
+        Ok(UringChannel::new(
+            ring,
+            polled,
+            &self.backing.file,
+            self.name(),
+        ))
     }
 }
 
@@ -102,7 +107,7 @@ impl Bdev for FileDevice {
     }
     fn create_channel(&self) -> Box<dyn DeviceChannel> {
         let channel: Result<Box<dyn DeviceChannel>, String> = match self.id.spec.kind {
-            BdevKind::Aio => AioChannel::new(self)
+            BdevKind::Aio => AioChannel::new(&self.backing.file, self.name())
                 .map(|c| Box::new(c) as Box<dyn DeviceChannel>)
                 .map_err(|e| format!("no AIO context ({e}; see /proc/sys/fs/aio-max-nr)")),
             _ => self

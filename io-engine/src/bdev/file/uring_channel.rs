@@ -17,7 +17,6 @@ use io_uring::{opcode, squeue, types};
 use rustix::fs::FallocateFlags;
 
 use super::blocking::{self, Job, Results};
-use super::file_device::FileDevice;
 use super::in_flight::{ErrorLog, InFlight};
 use super::ring::{Completions, Ring};
 use crate::bdev::device_channel::DeviceChannel;
@@ -60,29 +59,34 @@ pub(super) struct UringChannel {
 }
 
 impl UringChannel {
-    pub(super) fn new(ring: Rc<Ring>, polled: Option<Rc<Ring>>, dev: &FileDevice) -> UringChannel {
+    /// The channel of device `name` on `file`, on the reactor's `ring`
+    /// (and its IOPOLL ring `polled`, for `iopoll=true`).
+    pub(super) fn new(
+        ring: Rc<Ring>,
+        polled: Option<Rc<Ring>>,
+        file: &Arc<File>,
+        name: &str,
+    ) -> UringChannel {
         let (id, completions) = ring.attach();
         let polled = polled.map(|p| {
             let (id, done) = p.attach();
             (p, id, done)
         });
         let results = Results::new(ring.eventfd());
-        let fixed = ring
-            .register_file(dev.backing.file.as_raw_fd())
-            .map(types::Fixed);
+        let fixed = ring.register_file(file.as_raw_fd()).map(types::Fixed);
         UringChannel {
             fixed,
             id,
             completions,
             polled,
             scratch: Vec::with_capacity(256),
-            fd: types::Fd(dev.backing.file.as_raw_fd()),
-            file: dev.backing.file.clone(),
+            fd: types::Fd(file.as_raw_fd()),
+            file: file.clone(),
             ring,
             ios: InFlight::default(),
             backlog: VecDeque::new(),
             results,
-            errors: ErrorLog::new(dev.name()),
+            errors: ErrorLog::new(name),
         }
     }
 

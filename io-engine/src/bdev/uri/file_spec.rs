@@ -1,13 +1,12 @@
 //! [`FileSpec`]: what a `uring://` or `aio://` URI says of the device's
-//! backing (a regular file or a block device), and its parsing.
+//! backing (a regular file or a block device), and its canonical URI (the
+//! parsing is `uri.rs`'s).
 //!
 //! Thread: any; pure functions over strings, on the control path.
 
 use std::path::{Path, PathBuf};
 
 use uuid::Uuid;
-
-use super::UriError;
 
 /// `readonly=true|false`.
 pub(super) const READONLY: &str = "readonly";
@@ -96,44 +95,6 @@ impl FileSpec {
         }
         uri
     }
-}
-
-/// `true` or `false` (any case).
-pub(super) fn parse_bool(param: &'static str, value: &str) -> Result<bool, UriError> {
-    if value.eq_ignore_ascii_case("true") {
-        Ok(true)
-    } else if value.eq_ignore_ascii_case("false") {
-        Ok(false)
-    } else {
-        Err(UriError::InvalidBool {
-            param,
-            value: value.to_owned(),
-        })
-    }
-}
-
-/// Checks a backing path (percent-decoded): absolute, with a last
-/// component, no NUL, no `.` or `..` component (a path that says where it
-/// goes, not one resolved through the daemon's view).
-pub(super) fn check_path(path: &str) -> Result<PathBuf, UriError> {
-    let bad = |reason: &'static str| UriError::InvalidPath {
-        path: path.to_owned(),
-        reason,
-    };
-    if path.contains('\0') {
-        return Err(bad("it contains a NUL byte"));
-    }
-    if path.len() > 4095 {
-        return Err(bad("it is longer than 4095 bytes"));
-    }
-    let p = Path::new(path);
-    if !p.is_absolute() || p.file_name().is_none() || path.ends_with('/') {
-        return Err(bad("it names no file"));
-    }
-    if path.split('/').any(|c| c == "." || c == "..") {
-        return Err(bad("it has a '.' or '..' component"));
-    }
-    Ok(p.to_path_buf())
 }
 
 /// Percent-encodes what a URI path cannot hold as is, and `,` (the
