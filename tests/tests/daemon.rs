@@ -436,7 +436,7 @@ async fn devices_given_in_the_environment_are_listed() {
 // The CLI: devices
 // ---------------------------------------------------------------------------
 
-const BDEV_LIST_HEADERS: [&str; 9] = [
+const BDEV_LIST_HEADERS: [&str; 10] = [
     "NAME",
     "PRODUCT",
     "SIZE",
@@ -446,6 +446,7 @@ const BDEV_LIST_HEADERS: [&str; 9] = [
     "OPEN",
     "SHARED",
     "UUID",
+    "BACKING",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -497,10 +498,10 @@ async fn cli_creates_gets_lists_and_destroys_devices() {
     let list = d.ctl_ok(&["bdev", "list"]);
     let rows = table(&list, &BDEV_LIST_HEADERS);
     let cli0 = [
-        "cli0", "malloc", "16.0 MiB", "4096", "4096", "no", "0", "no", uuid,
+        "cli0", "malloc", "16.0 MiB", "4096", "4096", "no", "0", "no", uuid, "-",
     ];
     let cli1 = [
-        "cli1", "null", "1.0 MiB", "512", "2048", "no", "0", "no", &n_uuid,
+        "cli1", "null", "1.0 MiB", "512", "2048", "no", "0", "no", &n_uuid, "-",
     ];
     assert_eq!(rows, [cli0, cli1], "{list}");
 
