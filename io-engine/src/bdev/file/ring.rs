@@ -49,8 +49,6 @@ pub(super) struct Ring {
     /// kernel registers none). Each channel registers its backing's fd,
     /// sparing the kernel a file lookup and reference per IO.
     files: RefCell<Option<Vec<bool>>>,
-    /// Entries queued and not yet submitted.
-    queued: Cell<u32>,
     /// Entries pushed whose completion has not been reaped.
     in_flight: Cell<u64>,
     /// An IOPOLL ring: completions are found only by entering the kernel
@@ -204,7 +202,6 @@ impl Ring {
             uring: RefCell::new(uring),
             channels: RefCell::new(Vec::new()),
             free_ids: RefCell::new(Vec::new()),
-            queued: Cell::new(0),
             in_flight: Cell::new(0),
             polled: kind == RingKind::Polled,
             wake,
@@ -312,7 +309,6 @@ impl Ring {
             // SAFETY: the caller keeps the entry's buffers valid until its
             // completion (this function's contract).
             if unsafe { uring.submission().push(&entry) }.is_ok() {
-                self.queued.set(self.queued.get() + 1);
                 self.in_flight.set(self.in_flight.get() + 1);
                 return true;
             }
@@ -321,7 +317,6 @@ impl Ring {
                 tracing::warn!("uring: submit failed: {e}");
                 return false;
             }
-            self.queued.set(0);
         }
         false
     }
@@ -334,20 +329,26 @@ impl Ring {
         // holds back (a completion queue that overflowed, task work to
         // run); and on a polled ring whenever IO is in flight, which is
         // how its completions are found.
-        let submitting = self.queued.get() > 0;
-        let enter = submitting || (self.polled && self.in_flight.get() > 0) || {
+        // What the kernel has not taken is read from the submission
+        // queue itself, not counted here: a submission may take fewer
+        // entries than it was given (the kernel short of requests), and
+        // those left must go in at the next round, not wait for a new
+        // entry to come (at the end of a burst, none would).
+        let (unsubmitted, held_back) = {
             let sq = uring.submission();
-            sq.cq_overflow() || sq.taskrun()
+            (sq.len(), sq.cq_overflow() || sq.taskrun())
         };
+        let enter = unsubmitted > 0 || held_back || (self.polled && self.in_flight.get() > 0);
         if enter {
             match uring.submit() {
-                Ok(_) => self.queued.set(0),
+                Ok(_) => {}
                 // EBUSY/EAGAIN: the completion queue is full; completions
                 // are reaped below and the entries go in next round.
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => {}
                 Err(e) => tracing::warn!("uring: submit failed: {e}"),
             }
-            busy = submitting;
+            // Entries still unsubmitted keep the reactor polling.
+            busy = unsubmitted > 0 || !uring.submission().is_empty();
         }
         let channels = self.channels.borrow();
         for cqe in uring.completion() {
