@@ -14,7 +14,8 @@ use rustix::fs::FallocateFlags;
 
 use super::aio_context::{AioContext, CMD_FDSYNC, CMD_PREAD, CMD_PWRITE, IoEvent, Iocb};
 use super::blocking::{self, Job, Results};
-use super::in_flight::{ErrorLog, InFlight};
+use super::error_log::ErrorLog;
+use super::in_flight::InFlight;
 use super::wake_fd::WakeFd;
 use crate::bdev::device_channel::DeviceChannel;
 use crate::bdev::io::{BdevIo, IoType};
@@ -173,13 +174,11 @@ impl DeviceChannel for AioChannel {
 
 impl Drop for AioChannel {
     /// The bdev layer drops a channel once its IOs are done, or when a
-    /// drain gave up on them. IOs still in the context are waited for by
-    /// its destruction (`io_destroy`), which runs first (field order is not
-    /// relied on: it is done here); those with the blocking threads are
-    /// leaked with their buffers.
+    /// drain gave up on them: those still held are leaked with their
+    /// buffers (a blocking thread, or the kernel, may still write them).
+    /// The context goes after, with the fields; `io_destroy` waits for
+    /// the IOs in it.
     fn drop(&mut self) {
-        let ctx = std::mem::replace(&mut self.ctx, AioContext::none());
-        drop(ctx);
         let n = self.ios.leak();
         if n > 0 {
             tracing::error!("aio: channel dropped with {n} IOs unfinished; leaking their buffers");

@@ -89,14 +89,6 @@ impl AioContext {
         Ok(AioContext { ctx, eventfd })
     }
 
-    /// No context: what a channel holds once it destroyed its own.
-    pub(super) fn none() -> AioContext {
-        AioContext {
-            ctx: 0,
-            eventfd: None,
-        }
-    }
-
     /// Fills `iocb`'s completion signalling (the eventfd, if any).
     pub(super) fn signal(&self, iocb: &mut Iocb) {
         if let Some(fd) = &self.eventfd {
@@ -143,9 +135,6 @@ impl AioContext {
 
     /// Moves up to `max` completions into `out`; returns how many.
     pub(super) fn reap(&self, out: &mut Vec<IoEvent>, max: usize) -> usize {
-        if self.ctx == 0 {
-            return 0;
-        }
         let ring = self.ctx as *const AioRing;
         // SAFETY: the context id is the address of the ring the kernel
         // mapped for it, alive until io_destroy (in `Drop`); its header is
@@ -210,9 +199,6 @@ impl AioContext {
 
 impl Drop for AioContext {
     fn drop(&mut self) {
-        if self.ctx == 0 {
-            return;
-        }
         // SAFETY: the context is ours and used no more; io_destroy waits
         // for the IOs still in it.
         unsafe { libc::syscall(libc::SYS_io_destroy, self.ctx as libc::c_ulong) };

@@ -94,24 +94,28 @@ struct Task {
     results: Arc<Results>,
 }
 
-fn sender() -> &'static Mutex<Option<Sender<Task>>> {
-    static SENDER: OnceLock<Mutex<Option<Sender<Task>>>> = OnceLock::new();
-    SENDER.get_or_init(|| {
-        let (tx, rx) = channel::<Task>();
-        let rx = Arc::new(Mutex::new(rx));
-        let mut started = 0;
-        for i in 0..THREADS {
-            let rx = rx.clone();
-            if std::thread::Builder::new()
-                .name(format!("bdev-blocking-{i}"))
-                .spawn(move || serve(&rx))
-                .is_ok()
-            {
-                started += 1;
+/// The queue of the blocking threads (`None`: none could be started).
+/// `Sender` is `Sync`: every reactor sends through it without a lock.
+fn sender() -> Option<&'static Sender<Task>> {
+    static SENDER: OnceLock<Option<Sender<Task>>> = OnceLock::new();
+    SENDER
+        .get_or_init(|| {
+            let (tx, rx) = channel::<Task>();
+            let rx = Arc::new(Mutex::new(rx));
+            let mut started = 0;
+            for i in 0..THREADS {
+                let rx = rx.clone();
+                if std::thread::Builder::new()
+                    .name(format!("bdev-blocking-{i}"))
+                    .spawn(move || serve(&rx))
+                    .is_ok()
+                {
+                    started += 1;
+                }
             }
-        }
-        Mutex::new((started > 0).then_some(tx))
-    })
+            (started > 0).then_some(tx)
+        })
+        .as_ref()
 }
 
 fn serve(rx: &Mutex<Receiver<Task>>) {
@@ -139,8 +143,7 @@ fn serve(rx: &Mutex<Receiver<Task>>) {
 /// the IO).
 pub(super) fn submit(file: Arc<File>, job: Job, slot: u32, results: Arc<Results>) -> bool {
     results.out.fetch_add(1, Ordering::Relaxed);
-    let guard = sender().lock().unwrap_or_else(PoisonError::into_inner);
-    let sent = match guard.as_ref() {
+    let sent = match sender() {
         Some(tx) => tx
             .send(Task {
                 file,

@@ -15,7 +15,7 @@
 //!   (`wake_fd.rs`); a busy one polls.
 //!
 //! Files, lowest first: `backing_error.rs`, `backing.rs` (opening, size,
-//! block size, uuid), `in_flight.rs`, `wake_fd.rs`,
+//! block size, uuid), `error_log.rs`, `in_flight.rs`, `wake_fd.rs`,
 //! `blocking.rs`, `failed_channel.rs`, `fixed_buffers.rs` (DMA memory
 //! registered with the rings), `ring.rs`, `uring_channel.rs`,
 //! `aio_context.rs`, `aio_channel.rs`, `file_device.rs` (the device, both
@@ -29,6 +29,7 @@ mod aio_context;
 mod backing;
 mod backing_error;
 mod blocking;
+mod error_log;
 mod failed_channel;
 mod file_device;
 mod fixed_buffers;

@@ -17,7 +17,8 @@ use io_uring::{opcode, squeue, types};
 use rustix::fs::FallocateFlags;
 
 use super::blocking::{self, Job, Results};
-use super::in_flight::{ErrorLog, InFlight};
+use super::error_log::ErrorLog;
+use super::in_flight::InFlight;
 use super::ring::{Completions, Ring};
 use crate::bdev::device_channel::DeviceChannel;
 use crate::bdev::io::{BdevIo, IoType};
