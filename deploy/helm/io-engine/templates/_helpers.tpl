@@ -33,11 +33,21 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 [{{ range $i, $v := . }}{{ if $i }}, {{ end }}{{ $v | quote }}{{ end }}]
 {{- end -}}
 
-{{/* Requests, and the same as limits: whole cores, hugepages, memory (Guaranteed). */}}
+{{/* The hugepages-2Mi quantity, or nothing when `hugepages` is 0, "0" or "" (no hugepages). */}}
+{{- define "io-engine.hugepages" -}}
+{{- $h := toString .Values.hugepages -}}
+{{- if not (or (eq $h "") (eq $h "0")) -}}
+{{- $h -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Requests, and the same as limits: whole cores, hugepages (unless none), memory (Guaranteed). */}}
 {{- define "io-engine.resources" -}}
 cpu: {{ .Values.cores | quote }}
 memory: {{ .Values.resources.memory | quote }}
-hugepages-2Mi: {{ .Values.hugepages | quote }}
+{{- with include "io-engine.hugepages" . }}
+hugepages-2Mi: {{ . | quote }}
+{{- end }}
 {{- with .Values.resources.extra }}
 {{ toYaml . }}
 {{- end }}
@@ -61,12 +71,57 @@ Reactors the engine runs: `reactors`, or `cores` when it is 0; more than
 /etc/io-engine-tls/grpc
 {{- end -}}
 
+{{/*
+How the engines serve gRPC: "tls" (grpc.tls.enabled true; or "auto" with a
+Secret of one's own, or where the cluster serves cert-manager.io/v1),
+"insecure" (grpc.insecure: plaintext on the node's address) or "loopback"
+(plaintext on the node's loopback only: everything else).
+*/}}
+{{- define "io-engine.grpcMode" -}}
+{{- $tls := toString .Values.grpc.tls.enabled -}}
+{{- if and (eq $tls "true") .Values.grpc.insecure -}}
+{{- fail "grpc.insecure: true and grpc.tls.enabled: true: choose one (mutual TLS, or plaintext on every node's address)" -}}
+{{- end -}}
+{{- if eq $tls "true" -}}
+tls
+{{- else if .Values.grpc.insecure -}}
+insecure
+{{- else if and (eq $tls "auto") (or .Values.grpc.tls.secretName (.Capabilities.APIVersions.Has "cert-manager.io/v1")) -}}
+tls
+{{- else -}}
+loopback
+{{- end -}}
+{{- end -}}
+
+{{/*
+"true" when the chart makes the engines' certificate with cert-manager: TLS
+without a Secret of one's own. Fails where cert-manager's API is missing.
+*/}}
+{{- define "io-engine.chartCertificates" -}}
+{{- if and (eq (include "io-engine.grpcMode" .) "tls") (not .Values.grpc.tls.secretName) -}}
+{{- if not (.Capabilities.APIVersions.Has "cert-manager.io/v1") -}}
+{{- fail "grpc.tls.enabled: true without grpc.tls.secretName needs cert-manager (API cert-manager.io/v1) to make the engines' certificate: install cert-manager, or name a Secret of your own in grpc.tls.secretName (helm template: --api-versions cert-manager.io/v1)" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The gRPC TLS Secret: grpc.tls.secretName, or the chart's Certificate's. */}}
+{{- define "io-engine.grpcTlsSecret" -}}
+{{- .Values.grpc.tls.secretName | default (printf "%s-grpc-tls" (include "io-engine.fullname" .)) -}}
+{{- end -}}
+
+{{/* The name io-engine-ctl checks the engine's certificate for: grpc.tls.serverName, or the Service's DNS name. */}}
+{{- define "io-engine.grpcServerName" -}}
+{{- .Values.grpc.tls.serverName | default (printf "%s.%s.svc" (include "io-engine.fullname" .) .Release.Namespace) -}}
+{{- end -}}
+
 {{/* The address gRPC listens on: the node's, or its loopback when plaintext is not allowed there. */}}
 {{- define "io-engine.grpcHost" -}}
-{{- if or .Values.grpc.tls.enabled .Values.grpc.insecure -}}
-$(POD_IP)
-{{- else -}}
+{{- if eq (include "io-engine.grpcMode" .) "loopback" -}}
 127.0.0.1
+{{- else -}}
+$(POD_IP)
 {{- end -}}
 {{- end -}}
 

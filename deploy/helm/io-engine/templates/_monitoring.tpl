@@ -12,10 +12,15 @@ true
 {{- end -}}
 {{- end -}}
 
-{{/* Its labels: the chart's, the `release` label kube-prometheus-stack selects by, and the user's. */}}
+{{/*
+Its labels: the chart's, the `release` label kube-prometheus-stack selects
+both kinds by (one value, prometheusRelease, for both: a Prometheus that
+finds the ServiceMonitor but not the rules would silently alert on
+nothing), and the user's.
+*/}}
 {{- define "io-engine.operatorLabels" -}}
 {{ include "io-engine.labels" (index . 0) }}
-{{- with (index . 1).release }}
+{{- with (index . 0).Values.prometheusRelease }}
 release: {{ . | quote }}
 {{- end }}
 {{- with (index . 1).labels }}
