@@ -16,11 +16,20 @@
 //! - the poll mode: adaptive by default, busy one value away;
 //! - the docs' order: the namespace's Pod Security label before the install;
 //! - the engine configs they ship started by the real daemon;
-//! - gRPC: plaintext on the node's address only when said (--grpc-insecure
-//!   or the config's grpc-insecure), else on the loopback; with TLS, the
-//!   Secret mounted read-only, the flags on its files, io-engine-ctl's
-//!   environment and exec probes, and the real daemon started with them
-//!   answering the probe's command over (m)TLS;
+//! - gRPC: mutual TLS by default where the cluster serves cert-manager's
+//!   API (the chart's Issuers and Certificate), plaintext on the node's
+//!   address only when said (--grpc-insecure), else on the loopback; with
+//!   TLS, the Secret mounted read-only, the flags on its files,
+//!   io-engine-ctl's environment and exec probes, and the real daemon
+//!   started with them answering the probe's command over (m)TLS;
+//! - NBD and NVMe/TCP on the node's address, in the Service, and the
+//!   install notes' attach line for each share (NBD URI, `nvme connect`
+//!   with the NQN the real daemon gives the share; never a secret);
+//! - the custom resources (cert-manager's, the Prometheus Operator's)
+//!   against their CRDs' schemas (tests/schemas/), with the kustomize
+//!   components combined (tls, monitoring, ioat);
+//! - one `release` label for the ServiceMonitor and the PrometheusRule;
+//!   "no hugepages" (hugepages: 0);
 //! - the scrape configs by `promtool check config`.
 //!
 //! The dashboard and the alert rules are checked in `monitoring.rs`.
@@ -37,12 +46,27 @@ use serde_json::Value;
 
 const CHART: &str = "deploy/helm/io-engine";
 
-/// Values the chart is rendered with (a values file each): the defaults,
-/// and the others a user is likely to choose.
+/// The chart's values file for cert-manager's API: `helm template` is told
+/// the cluster serves it (`--api-versions`) when a values file starts with
+/// this comment.
+const CERT_MANAGER: &str = "# --api-versions cert-manager.io/v1\n";
+
+/// Shares over each protocol, read-only and with an NQN of their own, with
+/// the devices they need.
+const SHARES_VALUES: &str = "bdevs: [\"malloc:///m0?size_mb=16\", \"malloc:///m1?size_mb=16\", \
+     \"malloc:///m2?size_mb=16\", \"malloc:///m3?size_mb=16\"]\n\
+     shares: [m0, \"m1:nvmf\", \"m2:nbd:ro\", \
+     \"m3:nvmf:ro:nqn=nqn.2019-05.io.example:pvc-1:host=nqn.2014-08.org.nvmexpress:uuid:\
+     f81d4fae-7dec-11d0-a765-00a0c91e6bf6:dhchap=DHHC-1:01:hEnUUvkYQmpKZg79k5wrpLop1kvsXAj3NXVWY8r5vg1Cyk0d:\"]\n\
+     ports: {nbd: 10810, nvmf: 4421}\n";
+
+/// Values the chart is rendered with (a values file each): the defaults
+/// (without and with cert-manager's API), and the others a user is likely
+/// to choose.
 const HELM_VARIANTS: &[&str] = &[
     "",
+    CERT_MANAGER,
     "ioat:\n  enabled: true\n",
-    "serviceMonitor:\n  enabled: true\n  release: kube-prometheus-stack\n",
     "serviceMonitor:\n  enabled: false\n\
      pollMode: busy\n\
      cores: 4\n\
@@ -53,10 +77,15 @@ const HELM_VARIANTS: &[&str] = &[
      bdevs: [\"null:///n0?size_mb=64\", \"malloc:///m1?size_mb=32&blk_size=4096\"]\n\
      shares: [\"n0:ro\"]\n\
      extraArgs: [\"--nbd-max-connections\", \"8\"]\n",
+    "serviceMonitor:\n  enabled: true\nprometheusRelease: kube-prometheus-stack\n",
     "pollMode: busy\ncores: 3\nreactors: 2\n",
     "grpc:\n  tls:\n    enabled: true\n    secretName: engine-grpc-tls\n",
-    "grpc:\n  tls: {enabled: true, clientAuth: false, serverName: engine.example}\n",
-    "grpc:\n  insecure: false\n",
+    "# --api-versions cert-manager.io/v1\n\
+     grpc:\n  tls: {enabled: true, clientAuth: false, serverName: engine.example}\n",
+    "grpc:\n  insecure: true\n",
+    "# --api-versions cert-manager.io/v1\ngrpc:\n  tls: {enabled: false}\n",
+    "hugepages: 0\nresources: {memory: 2Gi}\n",
+    SHARES_VALUES,
 ];
 
 /// Where the renderings mount the gRPC TLS Secret.
@@ -75,16 +104,27 @@ enum GrpcMode {
     Loopback,
 }
 
-/// The gRPC mode of rendering `what`.
+/// The gRPC mode of rendering `what` (a kustomize directory, or a helm
+/// values file).
 fn grpc_mode(what: &str) -> GrpcMode {
-    if what.contains("deploy/kubernetes/tls") || what.contains("secretName: engine-grpc-tls") {
-        GrpcMode::Tls { client_auth: true }
-    } else if what.contains("clientAuth: false") {
+    if what.starts_with("kustomize") {
+        return match what.contains("tls") {
+            true => GrpcMode::Tls { client_auth: true },
+            false => GrpcMode::Loopback,
+        };
+    }
+    if what.contains("clientAuth: false") {
         GrpcMode::Tls { client_auth: false }
-    } else if what.contains("insecure: false") {
-        GrpcMode::Loopback
-    } else {
+    } else if what.contains("secretName: engine-grpc-tls") {
+        GrpcMode::Tls { client_auth: true }
+    } else if what.contains("insecure: true") {
         GrpcMode::Insecure
+    } else if what.contains("tls: {enabled: false}") {
+        GrpcMode::Loopback
+    } else if what.contains("cert-manager.io/v1") {
+        GrpcMode::Tls { client_auth: true }
+    } else {
+        GrpcMode::Loopback
     }
 }
 
@@ -126,25 +166,61 @@ fn kustomize(dir: &str) -> String {
     run_ok(cmd(tool("kubectl"), &["kustomize", dir]), None)
 }
 
+/// `kubectl kustomize` of a user's kustomization outside the repository:
+/// the base and `components` (of deploy/kubernetes/components/) combined.
+fn kustomize_components(components: &[&str]) -> String {
+    let dir = TempDir::new("kustomize-components");
+    // kustomize takes relative paths only.
+    let up = "../".repeat(dir.path().components().count().saturating_sub(1));
+    let root = format!(
+        "{up}{}",
+        workspace_root()
+            .display()
+            .to_string()
+            .trim_start_matches('/')
+    );
+    let mut text = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         namespace: io-engine\nresources:\n  - {root}/deploy/kubernetes/base\ncomponents:\n"
+    );
+    for c in components {
+        text.push_str(&format!("  - {root}/deploy/kubernetes/components/{c}\n"));
+    }
+    dir.write("kustomization.yaml", &text);
+    kustomize(&dir.path().display().to_string())
+}
+
 /// `helm template` of the chart with `values` (YAML) as a values file.
 fn helm_template(values: &str) -> String {
     helm_template_with(values, &[])
 }
 
-/// `helm template` with `values` and more arguments (`--api-versions`).
+/// `helm template` with `values` and more arguments (`--api-versions`;
+/// also those of `# --api-versions API` lines of `values`).
 fn helm_template_with(values: &str, more: &[&str]) -> String {
+    helm_template_of(CHART, values, more)
+}
+
+/// [`helm_template_with`] of the chart in directory `chart`.
+fn helm_template_of(chart: &str, values: &str, more: &[&str]) -> String {
     let dir = TempDir::new("helm-values");
     let file = dir.write("values.yaml", values);
     let file = file.display().to_string();
     let mut args = vec![
         "template",
         "io-engine",
-        CHART,
+        chart,
         "--namespace",
         "storage",
         "-f",
         &file,
     ];
+    for api in values
+        .lines()
+        .filter_map(|l| l.strip_prefix("# --api-versions "))
+    {
+        args.extend(["--api-versions", api]);
+    }
     args.extend_from_slice(more);
     run_ok(cmd(tool("helm"), &args), None)
 }
@@ -181,6 +257,10 @@ fn renderings() -> Vec<(String, Vec<Value>)> {
             "kustomize deploy/kubernetes/tls".to_string(),
             yaml_documents(&kustomize("deploy/kubernetes/tls")),
         ),
+        (
+            "kustomize base + components tls, monitoring, ioat".to_string(),
+            yaml_documents(&kustomize_components(&["tls", "monitoring", "ioat"])),
+        ),
     ];
     for values in HELM_VARIANTS {
         out.push((
@@ -212,10 +292,17 @@ fn kubernetes_validate(input: &str, stdin: Option<&[u8]>) -> (bool, String) {
 /// outside core Kubernetes' schemas.
 const OPERATOR_KINDS: [&str; 2] = ["ServiceMonitor", "PrometheusRule"];
 
+/// cert-manager's kinds the TLS renderings make.
+const CERT_MANAGER_KINDS: [&str; 2] = ["Certificate", "Issuer"];
+
+/// Every custom kind: outside core Kubernetes' schemas, checked against
+/// the vendored CRD schemas (tests/schemas/) instead.
+const CUSTOM_KINDS: [&str; 4] = ["ServiceMonitor", "PrometheusRule", "Certificate", "Issuer"];
+
 /// Checks a strict validation of `yaml` passed for every resource: an
-/// INFO "passed" line for each, and warnings only for the kind that has no
-/// schema in core Kubernetes (the Prometheus Operator's ServiceMonitor and
-/// PrometheusRule).
+/// INFO "passed" line for each, and warnings only for the kinds that have
+/// no schema in core Kubernetes (the Prometheus Operator's and
+/// cert-manager's, which [`assert_custom_resources_valid`] checks).
 fn assert_validated(what: &str, yaml: &str, ok: bool, output: &str) {
     assert!(ok, "kubernetes-validate --strict {what}:\n{output}");
     let mut passed = 0;
@@ -225,7 +312,7 @@ fn assert_validated(what: &str, yaml: &str, ok: bool, output: &str) {
         } else {
             assert!(
                 line.starts_with("WARN ")
-                    && OPERATOR_KINDS
+                    && CUSTOM_KINDS
                         .iter()
                         .any(|k| line.contains(&format!("kind {k}"))),
                 "kubernetes-validate {what}: {line}"
@@ -234,9 +321,36 @@ fn assert_validated(what: &str, yaml: &str, ok: bool, output: &str) {
     }
     let checkable = yaml_documents(yaml)
         .iter()
-        .filter(|d| !OPERATOR_KINDS.iter().any(|k| d["kind"] == *k))
+        .filter(|d| !CUSTOM_KINDS.iter().any(|k| d["kind"] == *k))
         .count();
     assert_eq!(passed, checkable, "{what}: resources validated\n{output}");
+    assert_custom_resources_valid(what, yaml);
+}
+
+/// Runs tests/schemas/validate.py on `yaml`: whether it passed, and what
+/// it said.
+fn validate_custom_resources(yaml: &str) -> (bool, String) {
+    let out = run_tool(
+        cmd(tool("python"), &["tests/schemas/validate.py"]),
+        Some(yaml.as_bytes()),
+    );
+    (out.status.success(), said(&out))
+}
+
+/// Checks every custom resource of `yaml` is valid against its CRD's
+/// vendored schema (one "valid" line each, no "invalid" line).
+fn assert_custom_resources_valid(what: &str, yaml: &str) {
+    let (ok, output) = validate_custom_resources(yaml);
+    assert!(ok, "{what}: custom resources:\n{output}");
+    let custom = yaml_documents(yaml)
+        .iter()
+        .filter(|d| CUSTOM_KINDS.iter().any(|k| d["kind"] == *k))
+        .count();
+    let valid = output.lines().filter(|l| l.starts_with("valid ")).count();
+    assert_eq!(
+        valid, custom,
+        "{what}: custom resources validated\n{output}"
+    );
 }
 
 #[test]
@@ -324,44 +438,95 @@ fn kubernetes_manifests_validate_strictly() {
     let (ok, output) = kubernetes_validate("-", Some(broken.as_bytes()));
     assert!(!ok && output.contains("hostNetwrk"), "{output}");
 
+    // And so must a custom resource with a misspelt field or a wrong value.
+    let broken = "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata: {name: x}\n\
+                  spec: {secretName: s, issuerRef: {name: i}, usages: [server auth], isCa: true}\n\
+                  ---\napiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\n\
+                  metadata: {name: y}\nspec: {selector: {}, endpoints: [{port: m, interval: often}]}\n";
+    let (ok, output) = validate_custom_resources(broken);
+    assert!(
+        !ok && output.contains("'isCa' was unexpected")
+            && output.contains("'often' does not match"),
+        "{output}"
+    );
+
     let files: Vec<String> = files_under("deploy/kubernetes", &["yaml"])
         .into_iter()
         .filter(|f| !f.ends_with("kustomization.yaml"))
         .collect();
-    assert_eq!(files.len(), 7, "{files:?}");
+    assert_eq!(files.len(), 8, "{files:?}");
     for file in &files {
         let (ok, output) = kubernetes_validate(file, None);
         let text = std::fs::read_to_string(workspace_root().join(file)).expect("a manifest");
         assert_validated(file, &text, ok, &output);
     }
-    for dir in [
+    let mut renderings: Vec<(String, String)> = [
         "deploy/kubernetes",
         "deploy/kubernetes/ioat",
         "deploy/kubernetes/monitoring",
         "deploy/kubernetes/tls",
+    ]
+    .iter()
+    .map(|dir| (dir.to_string(), kustomize(dir)))
+    .collect();
+    // The components combine: one Namespace, every component's objects.
+    for combo in [
+        &["tls", "monitoring"][..],
+        &["tls", "monitoring", "ioat"],
+        &["monitoring", "ioat"],
     ] {
-        let rendered = kustomize(dir);
+        renderings.push((combo.join("+"), kustomize_components(combo)));
+    }
+    for (what, rendered) in renderings {
         let (ok, output) = kubernetes_validate("-", Some(rendered.as_bytes()));
-        assert_validated(&format!("kustomize {dir}"), &rendered, ok, &output);
-        let kinds: BTreeSet<String> = yaml_documents(&rendered)
+        assert_validated(&format!("kustomize {what}"), &rendered, ok, &output);
+        let docs = yaml_documents(&rendered);
+        let kinds: Vec<String> = docs
             .iter()
             .map(|d| d["kind"].as_str().unwrap_or("?").to_owned())
             .collect();
-        let mut expected: BTreeSet<String> = [
+        let mut expected: Vec<&str> = vec![
             "Namespace",
             "PriorityClass",
             "ConfigMap",
             "DaemonSet",
             "Service",
-        ]
-        .map(String::from)
-        .into();
-        // Only the monitoring overlay has the operator's kinds: applying
-        // them to a cluster without the Prometheus Operator's CRDs fails.
-        if dir.ends_with("monitoring") {
-            expected.extend(OPERATOR_KINDS.map(String::from));
+        ];
+        // Only the monitoring component has the operator's kinds, only the
+        // tls one cert-manager's: applying them to a cluster without those
+        // CRDs fails.
+        if what.contains("monitoring") {
+            expected.extend(OPERATOR_KINDS);
         }
-        assert_eq!(kinds, expected, "{dir}");
+        if what.contains("tls") {
+            // The self-signed Issuer, the CA Certificate, the CA Issuer,
+            // the engines' Certificate.
+            expected.extend(CERT_MANAGER_KINDS);
+            expected.extend(CERT_MANAGER_KINDS);
+        }
+        let mut kinds_sorted = kinds.clone();
+        kinds_sorted.sort();
+        expected.sort();
+        assert_eq!(kinds_sorted, expected, "{what}");
+        // Everything namespaced lands in the engines' namespace.
+        for d in &docs {
+            if !["Namespace", "PriorityClass"].contains(&d["kind"].as_str().unwrap_or("")) {
+                assert_eq!(
+                    d["metadata"]["namespace"], "io-engine",
+                    "{what}: {}",
+                    d["kind"]
+                );
+            }
+        }
+        let ds = only(&docs, "DaemonSet", &what);
+        let c = &ds["spec"]["template"]["spec"]["containers"][0];
+        let args = c["args"].to_string();
+        assert_eq!(args.contains("--ioat"), what.contains("ioat"), "{what}");
+        assert_eq!(
+            args.contains("--grpc-tls-cert"),
+            what.contains("tls"),
+            "{what}"
+        );
     }
 }
 
@@ -398,13 +563,49 @@ fn helm_lints_the_chart_and_its_templates_validate_strictly() {
             ok && output.contains("0 chart(s) failed"),
             "helm lint with {values:?}:\n{output}"
         );
-        let rendered = helm_template(values);
-        let (ok, output) = kubernetes_validate("-", Some(rendered.as_bytes()));
-        assert_validated(
-            &format!("helm template with {values:?}"),
-            &rendered,
-            ok,
-            &output,
+        // Each also where both operators' APIs are served: every object
+        // the chart can make, the custom ones against their CRDs' schemas.
+        for more in [&[][..], &["--api-versions", "monitoring.coreos.com/v1"]] {
+            let rendered = helm_template_with(values, more);
+            let (ok, output) = kubernetes_validate("-", Some(rendered.as_bytes()));
+            assert_validated(
+                &format!("helm template with {values:?} {more:?}"),
+                &rendered,
+                ok,
+                &output,
+            );
+        }
+    }
+    // The schema refuses what it no longer knows (one release label now)
+    // and "no hugepages" spelt otherwise than 0 or "".
+    for bad in [
+        "serviceMonitor: {release: kps}\n",
+        "prometheusRule: {release: kps}\n",
+        "hugepages: 0Mi\n",
+        "grpc: {tls: {enabled: sometimes}}\n",
+        "ports: {nvmf: 0}\n",
+    ] {
+        let (ok, output) = helm_lint(bad);
+        assert!(!ok, "helm lint passed {bad:?}:\n{output}");
+    }
+    // Contradictions and impossible asks fail the rendering, saying why.
+    for (values, says) in [
+        (
+            "grpc: {insecure: true, tls: {enabled: true, secretName: s}}\n",
+            "choose one",
+        ),
+        (
+            "grpc: {tls: {enabled: true}}\n",
+            "needs cert-manager (API cert-manager.io/v1)",
+        ),
+    ] {
+        let dir = TempDir::new("helm-fail");
+        let file = dir.write("values.yaml", values).display().to_string();
+        let out = run_tool(cmd(tool("helm"), &["template", CHART, "-f", &file]), None);
+        assert!(
+            !out.status.success() && said(&out).contains(says),
+            "helm template with {values:?}:\n{}",
+            said(&out)
         );
     }
     // The ServiceMonitor: by default only where the cluster serves the
@@ -426,9 +627,25 @@ fn helm_lints_the_chart_and_its_templates_validate_strictly() {
         "the operator's API: a ServiceMonitor"
     );
     assert!(monitor("serviceMonitor: {enabled: false}\n", OPERATOR).is_none());
-    let asked = monitor("serviceMonitor: {enabled: true, release: kps}\n", &[])
-        .expect("a ServiceMonitor when asked");
+    let asked = monitor(
+        "serviceMonitor: {enabled: true}\nprometheusRelease: kps\n",
+        &[],
+    )
+    .expect("a ServiceMonitor when asked");
     assert_eq!(asked["metadata"]["labels"]["release"], "kps");
+    // One value labels both kinds: kube-prometheus-stack selects each by
+    // it, and a rule without it would silently never be evaluated.
+    let both = yaml_documents(&helm_template_with(
+        "prometheusRelease: kube-prometheus-stack\n",
+        OPERATOR,
+    ));
+    for kind in OPERATOR_KINDS {
+        let d = only(&both, kind, "prometheusRelease");
+        assert_eq!(
+            d["metadata"]["labels"]["release"], "kube-prometheus-stack",
+            "{kind}"
+        );
+    }
     assert!(monitor("", OPERATOR).unwrap()["metadata"]["labels"]["release"].is_null());
     let (ok, output) = helm_lint("serviceMonitor: {enabled: sometimes}\n");
     assert!(
@@ -502,7 +719,14 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
             "{what}: whole CPUs, got {cpu}"
         );
         assert!(requests["memory"].is_string(), "{what}: memory");
-        assert!(requests["hugepages-2Mi"].is_string(), "{what}: hugepages");
+        // Hugepages, unless the values say none (hugepages: 0): then no
+        // request, no limit, no volume.
+        let hugepages = !what.contains("hugepages: 0");
+        assert_eq!(
+            requests["hugepages-2Mi"].is_string(),
+            hugepages,
+            "{what}: hugepages"
+        );
 
         // As many reactors as whole CPUs (or `reactors`, fewer), unless a
         // list names the cores; the
@@ -567,17 +791,36 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
             threshold >= 3,
             "{what}: readiness failureThreshold {threshold}"
         );
-        let grpc_addr = env_entry(c, "IO_ENGINE_GRPC_ADDR").expect("IO_ENGINE_GRPC_ADDR");
+        // gRPC's address: the variable's, else the config file's.
+        let config = config_toml(&docs, &what);
+        let grpc_addr = env_entry(c, "IO_ENGINE_GRPC_ADDR")
+            .and_then(|e| e["value"].as_str())
+            .map(String::from)
+            .or_else(|| {
+                config.lines().find_map(|l| {
+                    let v = l.trim().strip_prefix("grpc-addr = ")?;
+                    Some(v.trim_matches('"').to_owned())
+                })
+            })
+            .unwrap_or_else(|| panic!("{what}: no gRPC address"));
         let grpc_host = if mode == GrpcMode::Loopback {
             "127.0.0.1"
         } else {
             "$(POD_IP)"
         };
-        assert_eq!(
-            grpc_addr["value"].as_str(),
-            Some(format!("{grpc_host}:{grpc_port}").as_str()),
-            "{what}"
-        );
+        assert_eq!(grpc_addr, format!("{grpc_host}:{grpc_port}"), "{what}");
+        // NBD and NVMe/TCP on the node's address (the pod's IP, with the
+        // host network), on the ports the container names.
+        for (var, port) in [
+            ("IO_ENGINE_NBD_ADDR", "nbd"),
+            ("IO_ENGINE_NVMF_ADDR", "nvmf"),
+        ] {
+            assert_eq!(
+                env_entry(c, var).and_then(|e| e["value"].as_str()),
+                Some(format!("$(POD_IP):{}", port_of(port)).as_str()),
+                "{what}: {var}"
+            );
+        }
         assert_grpc_tls(&what, mode, &docs, c, spec, &grpc_port);
         for (name, field) in [("NODE_NAME", "spec.nodeName"), ("POD_IP", "status.podIP")] {
             let e = env_entry(c, name).unwrap_or_else(|| panic!("{what}: {name}"));
@@ -603,10 +846,20 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
                 )
             })
             .collect();
-        assert_eq!(
-            volumes[&mounts["/dev/hugepages"]]["emptyDir"]["medium"], "HugePages-2Mi",
-            "{what}"
-        );
+        if hugepages {
+            assert_eq!(
+                volumes[&mounts["/dev/hugepages"]]["emptyDir"]["medium"], "HugePages-2Mi",
+                "{what}"
+            );
+        } else {
+            assert!(!mounts.contains_key("/dev/hugepages"), "{what}");
+            assert!(
+                !volumes
+                    .values()
+                    .any(|v| v["emptyDir"]["medium"] == "HugePages-2Mi"),
+                "{what}"
+            );
+        }
         let mounted: BTreeSet<&String> = mounts.values().collect();
         for name in volumes.keys() {
             assert!(mounted.contains(name), "{what}: volume {name} unmounted");
@@ -657,13 +910,27 @@ fn daemonsets_ask_for_whole_cores_hugepages_probes_and_a_long_enough_grace() {
         for (k, v) in svc["spec"]["selector"].as_object().expect("a selector") {
             assert_eq!(&pod_labels[k], v, "{what}: Service selector {k}");
         }
-        let metrics_port = port_of("metrics");
-        let svc_port = svc["spec"]["ports"]
+        // Its ports: what each engine serves on the node's address; gRPC
+        // only where it is served there.
+        let svc_ports: BTreeSet<&str> = svc["spec"]["ports"]
             .as_array()
-            .and_then(|ps| ps.iter().find(|p| p["name"] == "metrics"))
-            .expect("a metrics port on the Service");
-        assert_eq!(svc_port["port"], metrics_port, "{what}");
-        assert_eq!(svc_port["targetPort"], "metrics", "{what}");
+            .expect("the Service's ports")
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        let mut served = BTreeSet::from(["metrics", "nbd", "nvmf"]);
+        if mode != GrpcMode::Loopback {
+            served.insert("grpc");
+        }
+        assert_eq!(svc_ports, served, "{what}");
+        for name in served {
+            let svc_port = svc["spec"]["ports"]
+                .as_array()
+                .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+                .expect("a port on the Service");
+            assert_eq!(svc_port["port"], port_of(name), "{what}: {name}");
+            assert_eq!(svc_port["targetPort"], name, "{what}");
+        }
         if let Some(sm) = docs.iter().find(|d| d["kind"] == "ServiceMonitor") {
             for (k, v) in sm["spec"]["selector"]["matchLabels"]
                 .as_object()
@@ -721,11 +988,17 @@ fn assert_grpc_tls(
         } else {
             "$(POD_IP)"
         };
+        // The CLI's endpoint: the variable's, else its default (the
+        // loopback's port 10124).
         assert_eq!(
-            value("IO_ENGINE_ENDPOINT"),
-            Some(format!("http://{host}:{grpc_port}").as_str()),
+            value("IO_ENGINE_ENDPOINT").unwrap_or("http://127.0.0.1:10124"),
+            format!("http://{host}:{grpc_port}"),
             "{what}"
         );
+        // No certificates made where they are not used.
+        for kind in CERT_MANAGER_KINDS {
+            assert!(!docs.iter().any(|d| d["kind"] == kind), "{what}: a {kind}");
+        }
         return;
     };
     // The Secret, read-only, in cert-manager's layout.
@@ -742,6 +1015,54 @@ fn assert_grpc_tls(
         "io-engine-grpc-tls"
     };
     assert_eq!(secret, expected, "{what}");
+    // cert-manager makes that Secret unless it is the user's own: a
+    // certificate for both usages, naming the server name io-engine-ctl
+    // checks, from a CA issuer (ca.crt: the CA the clients' certificates
+    // come from) that a self-signed one made.
+    let certificates: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "Certificate").collect();
+    if secret == "engine-grpc-tls" {
+        assert!(certificates.is_empty(), "{what}: the user's own Secret");
+    } else {
+        let engine = certificates
+            .iter()
+            .find(|d| d["spec"]["secretName"] == secret)
+            .unwrap_or_else(|| panic!("{what}: no Certificate makes {secret}"));
+        for usage in ["server auth", "client auth"] {
+            assert!(
+                engine["spec"]["usages"]
+                    .as_array()
+                    .is_some_and(|u| u.iter().any(|x| x == usage)),
+                "{what}: {usage}"
+            );
+        }
+        let server_name = value("IO_ENGINE_TLS_SERVER_NAME").expect("a server name");
+        assert!(
+            engine["spec"]["dnsNames"]
+                .as_array()
+                .is_some_and(|n| n.iter().any(|x| x == server_name)),
+            "{what}: {server_name} in {}",
+            engine["spec"]["dnsNames"]
+        );
+        let issuer = &engine["spec"]["issuerRef"];
+        assert_eq!(issuer["kind"], "Issuer", "{what}");
+        let ca_issuer = docs
+            .iter()
+            .find(|d| d["kind"] == "Issuer" && d["metadata"]["name"] == issuer["name"])
+            .unwrap_or_else(|| panic!("{what}: no Issuer {}", issuer["name"]));
+        let ca_secret = &ca_issuer["spec"]["ca"]["secretName"];
+        let ca = certificates
+            .iter()
+            .find(|d| &d["spec"]["secretName"] == ca_secret)
+            .unwrap_or_else(|| panic!("{what}: no CA Certificate makes {ca_secret}"));
+        assert_eq!(ca["spec"]["isCA"], true, "{what}");
+        let root = &ca["spec"]["issuerRef"]["name"];
+        assert!(
+            docs.iter().any(|d| d["kind"] == "Issuer"
+                && &d["metadata"]["name"] == root
+                && d["spec"]["selfSigned"].is_object()),
+            "{what}: the CA's self-signed Issuer {root}"
+        );
+    }
     // The daemon's flags on the Secret's files; no plaintext flag.
     let file = |name: &str| format!("{GRPC_TLS_DIR}/{name}");
     for (flag, name) in [
@@ -1009,14 +1330,16 @@ fn the_tls_renderings_serve_and_their_probe_answers() {
     )];
     for values in HELM_VARIANTS
         .iter()
-        .filter(|v| matches!(grpc_mode(&format!("{v:?}")), GrpcMode::Tls { .. }))
+        .filter(|v| matches!(grpc_mode(v), GrpcMode::Tls { .. }))
     {
         renderings.push((
             format!("helm template with {values:?}"),
             yaml_documents(&helm_template(values)),
         ));
     }
-    assert_eq!(renderings.len(), 3);
+    // The kustomization's, the chart's own certificates (with and without
+    // client certificates), a Secret of one's own.
+    assert_eq!(renderings.len(), 4);
     for (what, docs) in renderings {
         let c = &only(&docs, "DaemonSet", &what)["spec"]["template"]["spec"]["containers"][0];
         // The Secret's mount is the temporary directory here; the config
@@ -1078,6 +1401,183 @@ fn the_tls_renderings_serve_and_their_probe_answers() {
             mutual,
             "{what}: {}",
             d.stderr()
+        );
+    }
+}
+
+/// Copies directory `from` to `to`, recursively.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("a directory");
+    for entry in std::fs::read_dir(from).expect("a directory to copy") {
+        let path = entry.expect("an entry").path();
+        let target = to.join(path.file_name().expect("a name"));
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).expect("a copy");
+        }
+    }
+}
+
+/// The install notes of the chart with `values` (and the `--api-versions`
+/// their comment lines name). `helm template` does not render NOTES.txt,
+/// which is the template `io-engine.notes` alone: a copy of the chart
+/// renders that template into a ConfigMap.
+fn helm_notes(values: &str) -> String {
+    let notes = std::fs::read_to_string(workspace_root().join(CHART).join("templates/NOTES.txt"))
+        .expect("NOTES.txt");
+    assert_eq!(notes.trim(), "{{ include \"io-engine.notes\" . }}");
+    let dir = TempDir::new("helm-notes");
+    let chart = dir.path().join("io-engine");
+    copy_dir(&workspace_root().join(CHART), &chart);
+    std::fs::write(
+        chart.join("templates/zz-notes.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n\
+         data:\n  notes: {{ include \"io-engine.notes\" . | quote }}\n",
+    )
+    .expect("the notes' template");
+    let out = helm_template_of(
+        &chart.display().to_string(),
+        values,
+        &["--show-only", "templates/zz-notes.yaml"],
+    );
+    yaml_documents(&out)[0]["data"]["notes"]
+        .as_str()
+        .expect("the notes")
+        .to_owned()
+}
+
+#[test]
+fn the_notes_say_how_grpc_is_served_and_warn_of_plaintext() {
+    const WARNING: &str = "WARNING: gRPC is PLAINTEXT on every node's address, NODE:10124";
+    const LOOPBACK: &str = "gRPC: plaintext on each node's loopback only, 127.0.0.1:10124";
+    const NO_CERT_MANAGER: &str = "The cluster does not serve cert-manager's API";
+    // (values, what the notes must say, what they must not)
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        ("", &[LOOPBACK, NO_CERT_MANAGER], &[WARNING, "gRPC: TLS"]),
+        (
+            CERT_MANAGER,
+            &[
+                "gRPC over TLS :10124.",
+                "gRPC: TLS on NODE:10124 with the Secret io-engine-grpc-tls (cert-manager makes it: \
+                 Certificate io-engine-grpc-tls, issuer io-engine-ca); clients need a certificate \
+                 of its ca.crt (mutual TLS): a cert-manager Certificate in storage with issuerRef \
+                 {name: io-engine-ca, kind: Issuer} and usages [client auth].",
+                "io-engine-ctl --endpoint https://NODE:10124 --tls-server-name io-engine.storage.svc",
+            ],
+            &[WARNING, LOOPBACK, NO_CERT_MANAGER],
+        ),
+        (
+            "grpc:\n  insecure: true\n",
+            &[WARNING, "gRPC IN PLAINTEXT :10124", "#####"],
+            &[LOOPBACK, "gRPC: TLS"],
+        ),
+        // Explicit plaintext wins over cert-manager's API, loudly.
+        (
+            "# --api-versions cert-manager.io/v1\ngrpc:\n  insecure: true\n",
+            &[WARNING],
+            &["gRPC: TLS"],
+        ),
+        (
+            "grpc:\n  tls:\n    enabled: true\n    secretName: engine-grpc-tls\n",
+            &["gRPC: TLS on NODE:10124 with the Secret engine-grpc-tls; clients need"],
+            &[WARNING, "cert-manager makes it"],
+        ),
+        (
+            "# --api-versions cert-manager.io/v1\ngrpc:\n  tls: {enabled: false}\n",
+            &[LOOPBACK],
+            &[WARNING, NO_CERT_MANAGER, "gRPC: TLS"],
+        ),
+        (
+            "hugepages: 0\nresources: {memory: 3Gi}\n",
+            &["hugepages: 0: no hugepages", "(resources.memory: 3Gi)"],
+            &[WARNING],
+        ),
+    ];
+    for (values, says, not) in cases {
+        let notes = helm_notes(values);
+        for s in *says {
+            assert!(notes.contains(s), "{values:?}: {s:?} not in:\n{notes}");
+        }
+        for s in *not {
+            assert!(!notes.contains(s), "{values:?}: {s:?} in:\n{notes}");
+        }
+    }
+}
+
+#[test]
+fn the_notes_attach_each_share_as_the_real_daemon_shares_it() {
+    let notes = helm_notes(SHARES_VALUES);
+    // Per protocol: an NBD URI (and fio on it), or `nvme connect` with the
+    // share's subsystem NQN (the default one, or its own), on the node's
+    // address and the chart's ports; never a DH-HMAC-CHAP secret.
+    for line in [
+        "metrics :9502/metrics, NBD :10810, NVMe/TCP :4421.",
+        "  m0: NBD, nbd://NODE:10810/m0\n",
+        "--ioengine=nbd --uri=nbd://NODE:10810/m0 ",
+        "  m1: NVMe/TCP\n    nvme connect -t tcp -a NODE -s 4421 -n nqn.2024-12.io.io-engine:m1\n",
+        "  m2: NBD, read-only, nbd://NODE:10810/m2\n",
+        "  m3: NVMe/TCP, read-only, its allowed hosts only (--hostnqn and the host's \
+         --dhchap-secret)\n    nvme connect -t tcp -a NODE -s 4421 -n nqn.2019-05.io.example:pvc-1\n",
+    ] {
+        assert!(notes.contains(line), "{line:?} not in:\n{notes}");
+    }
+    assert!(
+        !notes.contains("DHHC") && !notes.contains("hEnUU"),
+        "{notes}"
+    );
+    // The old notes' mistake: an nbd:// URI for an NVMe/TCP share.
+    assert!(!notes.contains("nbd://NODE:10810/m1"), "{notes}");
+
+    // The real daemon, started with the rendered config, shares each
+    // device over the protocol and NQN the notes print.
+    let docs = yaml_documents(&helm_template(SHARES_VALUES));
+    let dir = TempDir::new("deploy-shares");
+    let file = dir.write("io-engine.toml", &config_toml(&docs, "shares"));
+    let cpu = available_cpus()[0].to_string();
+    let d = Daemon::start([
+        "--config",
+        &file.display().to_string(),
+        "-l",
+        &cpu,
+        "--poll-mode",
+        "adaptive",
+    ]);
+    let out = d.ctl(["-o", "json", "export", "list"]);
+    assert!(out.status.success(), "{}", said(&out));
+    let list: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let exports = list["exports"].as_array().expect("exports");
+    assert_eq!(exports.len(), 4, "{list}");
+    for e in exports {
+        let name = e["bdev"].as_str().expect("a name");
+        let ro = if e["read_only"] == true {
+            ", read-only"
+        } else {
+            ""
+        };
+        // The share's line in the notes, and the attach line below it.
+        let (head, attach) = match e["protocol"].as_str() {
+            Some("nvmf") => (
+                format!("  {name}: NVMe/TCP{ro}"),
+                format!(
+                    "    nvme connect -t tcp -a NODE -s 4421 -n {}",
+                    e["nqn"].as_str().expect("an NQN")
+                ),
+            ),
+            Some("nbd") => (
+                format!("  {name}: NBD{ro}, nbd://NODE:10810/{name}"),
+                format!("    fio --name=check --ioengine=nbd --uri=nbd://NODE:10810/{name} "),
+            ),
+            other => panic!("{name}: protocol {other:?}"),
+        };
+        let lines: Vec<&str> = notes.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with(&head) && !l[head.len()..].starts_with(", read-only"))
+            .unwrap_or_else(|| panic!("{head:?} not in:\n{notes}"));
+        assert!(
+            lines.get(at + 1).is_some_and(|l| l.starts_with(&attach)),
+            "{name}: {attach:?} after {head:?} in:\n{notes}"
         );
     }
 }

@@ -506,7 +506,7 @@ fn the_chart_renders_the_rules_file_as_a_prometheus_rule_where_the_operator_is()
         "--set",
         "prometheusRule.enabled=true",
         "--set",
-        "prometheusRule.release=kps",
+        "prometheusRelease=kps",
         "--set",
         "prometheusRule.labels.team=storage",
     ])
@@ -527,7 +527,7 @@ fn the_chart_renders_the_rules_file_as_a_prometheus_rule_where_the_operator_is()
         .expect("the monitoring overlay's PrometheusRule");
     assert_eq!(
         overlay["spec"], plain[0],
-        "deploy/kubernetes/monitoring/prometheusrule.yaml's spec and {RULES}: \
+        "deploy/kubernetes/components/monitoring/prometheusrule.yaml's spec and {RULES}: \
          regenerate it as its comment says"
     );
     assert_eq!(overlay["metadata"]["namespace"], "io-engine", "{overlay}");
