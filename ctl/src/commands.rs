@@ -213,7 +213,7 @@ fn perf_request(args: &PerfArgs) -> RunPerfRequest {
         read_percent: args.read_percent,
         verify: args.verify,
         seconds: args.time.as_secs_f64(),
-        cores: args.cores.clone(),
+        cores: args.cores(),
     }
 }
 
