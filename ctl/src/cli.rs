@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use clap_complete::Shell;
+use io_engine::env::cores::CoreSet;
 use tonic::transport::Endpoint;
 
 use crate::client_tls::ClientTls;
@@ -48,9 +49,9 @@ pub(crate) struct Cli {
     pub(crate) tls: ClientTls,
 
     /// Output format: aligned human-readable tables, or JSON with the API's
-    /// field names and sizes in bytes.
+    /// field names and sizes in bytes. (Long option only: `-o` is `perf
+    /// run`'s IO size, as in bdev-perf.)
     #[arg(
-        short,
         long,
         global = true,
         env = "IO_ENGINE_OUTPUT",
@@ -132,9 +133,10 @@ pub(crate) enum PerfCommand {
     Run(PerfArgs),
 }
 
-/// Arguments of `perf run`: bdev-perf's, on devices that exist (by name).
-/// Unset values take the engine's defaults (4 KiB IOs, queue depth 32, half
-/// reads for randrw); the engine checks them.
+/// Arguments of `perf run`: bdev-perf's flags (`-q`, `-o`, `-w`, `-M`, `-t`,
+/// `-y`, `-l`/`-m`), on devices that exist (by name). Unset values take the
+/// engine's defaults (4 KiB IOs, queue depth 32, half reads for randrw); the
+/// engine checks them.
 #[derive(Debug, Args)]
 pub(crate) struct PerfArgs {
     /// Devices to drive (names).
@@ -147,8 +149,9 @@ pub(crate) struct PerfArgs {
     #[arg(short, long, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) queue_depth: Option<u32>,
     /// IO size in bytes, suffixes k and m accepted: 4k (default 4k).
-    /// (bdev-perf's -o; here -o is --output.)
-    #[arg(short = 's', long, value_name = "BYTES", value_parser = parse_size)]
+    // `-s` was this option's short name before `-o` stopped meaning
+    // `--output`; scripts that use it keep working.
+    #[arg(short = 'o', long, short_alias = 's', value_name = "BYTES", value_parser = parse_size)]
     pub(crate) io_size: Option<u64>,
     /// Percentage of reads for randrw (default 50).
     #[arg(short = 'M', long = "rw-mix-read", value_name = "PERCENT",
@@ -161,9 +164,27 @@ pub(crate) struct PerfArgs {
     /// Write a pattern, read it back and compare (devices that store data).
     #[arg(short = 'y', long)]
     pub(crate) verify: bool,
-    /// Reactor indices to run on, e.g. 0,1 (default: every reactor).
-    #[arg(short, long, value_name = "LIST", value_delimiter = ',')]
-    pub(crate) cores: Vec<u32>,
+    /// Reactors to run on, by index as `engine info` counts them, as a list:
+    /// 0,2-3 (default: every reactor).
+    #[arg(short = 'l', long = "core-list", visible_alias = "cores", value_name = "LIST",
+          value_parser = parse_core_list, conflicts_with = "reactor_mask")]
+    pub(crate) core_list: Option<CoreSet>,
+    /// Reactors to run on as a hex mask of their indices: 0x3 is reactors 0
+    /// and 1.
+    #[arg(short = 'm', long = "reactor-mask", value_name = "MASK", value_parser = parse_core_mask)]
+    pub(crate) reactor_mask: Option<CoreSet>,
+}
+
+impl PerfArgs {
+    /// The reactor indices asked for, by list or by mask; empty: every
+    /// reactor.
+    pub(crate) fn cores(&self) -> Vec<u32> {
+        self.core_list
+            .as_ref()
+            .or(self.reactor_mask.as_ref())
+            .map(|set| set.cpus().to_vec())
+            .unwrap_or_default()
+    }
 }
 
 /// `config ...`
@@ -359,6 +380,16 @@ fn parse_endpoint(value: &str) -> Result<EngineAddress, String> {
     Ok(EngineAddress { url, endpoint })
 }
 
+/// Parses `perf run -l`: reactor indices and ranges, `0,2-3`.
+fn parse_core_list(value: &str) -> Result<CoreSet, String> {
+    CoreSet::parse_list(value).map_err(|e| e.to_string())
+}
+
+/// Parses `perf run -m`: a hex mask of reactor indices, `0x3`.
+fn parse_core_mask(value: &str) -> Result<CoreSet, String> {
+    CoreSet::parse_mask(value).map_err(|e| e.to_string())
+}
+
 /// Parses a byte count with an optional k or m suffix (KiB, MiB): `4096`,
 /// `4k`, `1m`.
 fn parse_size(value: &str) -> Result<u64, String> {
@@ -479,8 +510,8 @@ mod tests {
     #[test]
     fn perf_run_takes_bdev_perfs_flags() {
         let cli = parse(&[
-            "perf", "run", "m0", "n0", "-w", "randrw", "-q", "8", "-s", "64k", "-M", "70", "-t",
-            "0.5", "-y", "--cores", "0,1",
+            "perf", "run", "m0", "n0", "-w", "randrw", "-q", "8", "-o", "64k", "-M", "70", "-t",
+            "0.5", "-y", "-l", "0-1",
         ])
         .unwrap();
         let Command::Perf(PerfCommand::Run(p)) = cli.command else {
@@ -493,7 +524,7 @@ mod tests {
         assert_eq!(p.read_percent, Some(70));
         assert_eq!(p.time, Duration::from_millis(500));
         assert!(p.verify);
-        assert_eq!(p.cores, [0, 1]);
+        assert_eq!(p.cores(), [0, 1]);
         let defaults = parse(&["perf", "run", "m0", "-w", "read"]).unwrap();
         let Command::Perf(PerfCommand::Run(p)) = defaults.command else {
             panic!("not perf run");
@@ -503,17 +534,94 @@ mod tests {
             (None, None, None)
         );
         assert_eq!(p.time, Duration::from_secs(5));
-        assert!(p.cores.is_empty());
+        assert!(p.cores().is_empty());
         for bad in [
             &["perf", "run", "-w", "read"][..],
             &["perf", "run", "m0"],
             &["perf", "run", "m0", "-w", "read", "-q", "0"],
             &["perf", "run", "m0", "-w", "read", "-s", "0"],
+            &["perf", "run", "m0", "-w", "read", "-o", "0"],
             &["perf", "run", "m0", "-w", "read", "-M", "101"],
+            &["perf", "run", "m0", "-w", "read", "-l", "2-1"],
+            &["perf", "run", "m0", "-w", "read", "-m", "0"],
+            &["perf", "run", "m0", "-w", "read", "-l", "0", "-m", "0x1"],
         ] {
             let err = parse(bad).expect_err(&format!("{bad:?} must be rejected"));
             assert_eq!(err.exit_code(), 2, "{bad:?}: {err}");
         }
+    }
+
+    /// The command: `-o` is the IO size, as in bdev-perf, not the
+    /// output format; `--output` (long only) still is.
+    #[test]
+    fn perf_run_dash_o_is_the_io_size() {
+        let cli = parse(&[
+            "perf", "run", "-o", "4096", "m0", "-w", "randread", "-t", "1",
+        ])
+        .unwrap();
+        let Command::Perf(PerfCommand::Run(p)) = &cli.command else {
+            panic!("not perf run: {:?}", cli.command);
+        };
+        assert_eq!(p.io_size, Some(4096));
+        assert_eq!(cli.output, OutputFormat::Table);
+        // The former short name still works.
+        let cli = parse(&["perf", "run", "m0", "-w", "read", "-s", "8k"]).unwrap();
+        let Command::Perf(PerfCommand::Run(p)) = &cli.command else {
+            panic!("not perf run");
+        };
+        assert_eq!(p.io_size, Some(8192));
+        let cli = parse(&[
+            "perf", "run", "m0", "-w", "read", "-o", "4k", "--output", "json",
+        ])
+        .unwrap();
+        assert_eq!(cli.output, OutputFormat::Json);
+        // -o is nobody's output format any more.
+        assert!(parse(&["-o", "json", "bdev", "list"]).is_err());
+        assert!(parse(&["bdev", "list", "-o", "json"]).is_err());
+    }
+
+    #[test]
+    fn perf_run_takes_reactors_by_list_or_mask() {
+        let cores = |args: &[&str]| {
+            let cli = parse(&[&["perf", "run", "m0", "-w", "read"], args].concat()).unwrap();
+            let Command::Perf(PerfCommand::Run(p)) = cli.command else {
+                panic!("not perf run");
+            };
+            p.cores()
+        };
+        assert_eq!(cores(&["-l", "0,2-3"]), [0, 2, 3]);
+        assert_eq!(cores(&["--cores", "1,0"]), [0, 1]);
+        assert_eq!(cores(&["-m", "0x5"]), [0, 2]);
+        assert_eq!(cores(&[]), Vec::<u32>::new());
+    }
+
+    /// Every short flag of `perf run`, globals included, is the one bdev-perf
+    /// gives the same meaning (or none it knows: -h, -V).
+    #[test]
+    fn perf_run_short_flags_mean_what_they_mean_in_bdev_perf() {
+        let cmd = Cli::command();
+        let perf = cmd
+            .find_subcommand("perf")
+            .and_then(|p| p.find_subcommand("run"))
+            .expect("perf run");
+        let mut shorts: Vec<(char, String)> = perf
+            .get_arguments()
+            .chain(cmd.get_arguments().filter(|a| a.is_global_set()))
+            .filter_map(|a| Some((a.get_short()?, a.get_id().to_string())))
+            .collect();
+        shorts.sort();
+        let expected = [
+            ('M', "read_percent"),
+            ('l', "core_list"),
+            ('m', "reactor_mask"),
+            ('o', "io_size"),
+            ('q', "queue_depth"),
+            ('t', "time"),
+            ('w', "workload"),
+            ('y', "verify"),
+        ];
+        let shorts: Vec<(char, &str)> = shorts.iter().map(|(c, id)| (*c, id.as_str())).collect();
+        assert_eq!(shorts, expected);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::time::Duration;
 
+use io_engine::control::TLS_ONLY;
 use io_engine_api::v1::{
     Bdev, CreateBdevRequest, DestroyBdevRequest, DestroyBdevResponse, EngineInfo, Export,
     GetAccelStatsRequest, GetAccelStatsResponse, GetAssignmentsRequest, GetAssignmentsResponse,
@@ -20,7 +21,7 @@ use io_engine_api::v1::{
     perf_service_client::PerfServiceClient, stats_service_client::StatsServiceClient,
 };
 use tonic::transport::Channel;
-use tonic::{Response, Status};
+use tonic::{Code, Response, Status};
 
 use crate::cli::{CONNECT_TIMEOUT, EngineAddress};
 use crate::client_tls::{ClientTls, explain_tls_failure, refused_after_handshake};
@@ -98,6 +99,20 @@ impl Target {
             return CtlError::Tls {
                 endpoint: self.url.clone(),
                 message: refused_after_handshake(self.client_cert),
+            };
+        }
+        // Plaintext to a TLS port: the engine says so (UNAVAILABLE, its
+        // message starting with TLS_ONLY); an older one breaks the
+        // connection.
+        let said_so = status.code() == Code::Unavailable && status.message().starts_with(TLS_ONLY);
+        if !self.https && !self.answered.get() && (said_so || transport) {
+            return CtlError::TlsOnly {
+                endpoint: self.url.clone(),
+                said_so,
+                message: match std::error::Error::source(&status) {
+                    Some(source) if !said_so => root_cause(source),
+                    _ => status.message().to_owned(),
+                },
             };
         }
         CtlError::Status {

@@ -10,7 +10,6 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use clap::CommandFactory;
 use clap_complete::Shell;
 use io_engine_api::v1::RunPerfRequest;
 
@@ -195,9 +194,7 @@ async fn watch_io(
 
 /// `completions SHELL`: the completion script of the whole command tree.
 fn completions(shell: Shell, out: &mut impl Write) -> Result<(), CtlError> {
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "io-engine-ctl", &mut script);
-    out.write_all(&script)
+    out.write_all(&crate::completions::script(shell))
         .and_then(|()| out.flush())
         .map_err(CtlError::Output)
 }
@@ -213,7 +210,7 @@ fn perf_request(args: &PerfArgs) -> RunPerfRequest {
         read_percent: args.read_percent,
         verify: args.verify,
         seconds: args.time.as_secs_f64(),
-        cores: args.cores.clone(),
+        cores: args.cores(),
     }
 }
 

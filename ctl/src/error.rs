@@ -32,6 +32,19 @@ pub(crate) enum CtlError {
         /// What failed and what to check.
         message: String,
     },
+    /// An http:// endpoint whose engine serves gRPC over TLS only: it
+    /// said so (`message`), or (an engine too old to say it) the
+    /// connection failed before any answer.
+    #[error("{}", tls_only_message(endpoint, *said_so, message))]
+    TlsOnly {
+        /// The http:// URL tried.
+        endpoint: String,
+        /// Whether the engine said it serves TLS only (else the transport
+        /// failed, which a TLS port does to plaintext).
+        said_so: bool,
+        /// The engine's message, or the transport's error.
+        message: String,
+    },
     /// A `--tls-*` file cannot be read or used: `--tls-key FILE: this key
     /// does not match the certificate in ...`.
     #[error("{option} {source}")]
@@ -92,6 +105,30 @@ fn status_message(status: &Status, endpoint: &str) -> String {
         ));
     }
     text
+}
+
+/// What to do about an http:// endpoint that serves TLS only.
+fn tls_only_message(endpoint: &str, said_so: bool, message: &str) -> String {
+    let fix = format!(
+        "use --endpoint {} with --tls-ca FILE (the CA that signed the engine's certificate), \
+         and --tls-cert and --tls-key if it asks for a client certificate",
+        https_url(endpoint)
+    );
+    if said_so {
+        format!("the engine at {endpoint} serves gRPC over TLS only: {fix}")
+    } else {
+        format!(
+            "no gRPC answer from {endpoint} ({message}); if the engine serves gRPC over TLS, {fix}"
+        )
+    }
+}
+
+/// `url` with https:// for http://.
+fn https_url(url: &str) -> String {
+    match url.strip_prefix("http://") {
+        Some(rest) => format!("https://{rest}"),
+        None => url.to_owned(),
+    }
 }
 
 /// The canonical gRPC name of a status code.
@@ -161,6 +198,30 @@ mod tests {
         assert!(
             text.starts_with("UNAVAILABLE: connection reset (engine at http://h:1;"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_plaintext_client_of_a_tls_engine_is_told_the_fix() {
+        let said = CtlError::TlsOnly {
+            endpoint: "http://h:1".into(),
+            said_so: true,
+            message: "this engine serves gRPC over TLS only: ...".into(),
+        }
+        .to_string();
+        assert!(
+            said.starts_with("the engine at http://h:1 serves gRPC over TLS only: use --endpoint https://h:1 with --tls-ca FILE"),
+            "{said}"
+        );
+        let guessed = CtlError::TlsOnly {
+            endpoint: "http://h:1".into(),
+            said_so: false,
+            message: "transport error".into(),
+        }
+        .to_string();
+        assert!(
+            guessed.starts_with("no gRPC answer from http://h:1 (transport error); if the engine serves gRPC over TLS, use --endpoint https://h:1"),
+            "{guessed}"
         );
     }
 

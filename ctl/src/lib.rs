@@ -9,6 +9,7 @@ mod cli;
 mod client;
 mod client_tls;
 mod commands;
+mod completions;
 mod config_dump;
 mod error;
 mod format;

@@ -69,6 +69,104 @@ fn bash_completes_the_subcommands() {
     }
 }
 
+/// What bash offers at the end of `line` (typed after the prompt, words
+/// split at spaces as bash splits these): the completion function is called
+/// as bash calls it, with COMP_WORDS, COMP_CWORD, COMP_LINE and COMP_POINT
+/// set, and its COMPREPLY is returned. An empty answer is what makes bash
+/// fall back to file names.
+fn complete(line: &str) -> Vec<String> {
+    let mut words: Vec<&str> = line.split(' ').filter(|w| !w.is_empty()).collect();
+    if line.ends_with(' ') {
+        words.push("");
+    }
+    let cword = words.len() - 1;
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let (cur, prev) = (quoted[cword].clone(), quoted[cword - 1].clone());
+    let out = bash(&format!(
+        "COMP_WORDS=({words}) COMP_CWORD={cword} COMP_LINE='{line}' COMP_POINT={point}\n\
+         f=$(complete -p io-engine-ctl | sed -E 's/.*-F ([^ ]+).*/\\1/')\n\
+         \"$f\" io-engine-ctl {cur} {prev}\n\
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        words = quoted.join(" "),
+        point = line.len(),
+    ));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{line:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Asserts that completing `line` offers every word of `expected`.
+fn offers(line: &str, expected: &[&str]) {
+    let words = complete(line);
+    for w in expected {
+        assert!(
+            words.iter().any(|o| o == w),
+            "{line:?} does not offer {w}: {words:?}"
+        );
+    }
+}
+
+#[test]
+fn bash_completes_after_the_first_word() {
+    offers(
+        "io-engine-ctl bdev ",
+        &["create", "destroy", "get", "list", "share", "unshare"],
+    );
+    offers(
+        "io-engine-ctl stats ",
+        &["io", "reactors", "pools", "reset"],
+    );
+    offers("io-engine-ctl perf ", &["run"]);
+    // Global options before the command do not lose the way.
+    offers("io-engine-ctl --output json accel ", &["modules", "stats"]);
+    // Only the subcommands, no options, when nothing is typed: the words
+    // offered are the command's and nothing else.
+    let bdev = complete("io-engine-ctl bdev ");
+    assert!(bdev.iter().all(|w| !w.contains('/')), "{bdev:?}");
+}
+
+#[test]
+fn bash_completes_a_subcommands_options_and_values() {
+    offers(
+        "io-engine-ctl perf run --",
+        &[
+            "--io-size",
+            "--queue-depth",
+            "--workload",
+            "--rw-mix-read",
+            "--time",
+            "--verify",
+            "--core-list",
+            "--reactor-mask",
+            "--output",
+        ],
+    );
+    let short = complete("io-engine-ctl perf run -");
+    assert!(short.iter().any(|w| w == "-o"), "{short:?}");
+    // A nested level and a value: `bdev share NAME --protocol <TAB>`.
+    assert_eq!(
+        complete("io-engine-ctl bdev share m0 --protocol "),
+        ["nbd", "nvmf"]
+    );
+    offers(
+        "io-engine-ctl bdev share m0 --",
+        &["--protocol", "--allowed-host", "--read-only", "--nqn"],
+    );
+    assert_eq!(
+        complete("io-engine-ctl perf run m0 --output "),
+        ["table", "json"]
+    );
+    offers("io-engine-ctl stats io --", &["--watch", "--count"]);
+}
+
 #[test]
 fn zsh_and_fish_scripts_name_the_subcommands() {
     for shell in ["zsh", "fish"] {

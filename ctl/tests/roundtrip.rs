@@ -501,7 +501,7 @@ fn stats_io_watch_json_lines_use_the_engine_uptime() {
     let text = ok(
         &url,
         &[
-            "-o", "json", "stats", "io", "--watch", "0.05", "--count", "3",
+            "--output", "json", "stats", "io", "--watch", "0.05", "--count", "3",
         ],
     );
     let lines: Vec<Value> = text
@@ -562,7 +562,7 @@ fn an_engine_that_goes_away_during_a_watch_is_exit_1() {
     let url = start_engine_stopping_after(2);
     let out = ctl(&url)
         .args([
-            "-o", "json", "stats", "io", "--watch", "0.05", "--count", "5",
+            "--output", "json", "stats", "io", "--watch", "0.05", "--count", "5",
         ])
         .output()
         .unwrap();
@@ -588,7 +588,7 @@ fn a_closed_stdout_ends_a_watch_quietly() {
     // As with `io-engine-ctl stats io --watch 1 | head -1`.
     let url = start_engine();
     let mut child = ctl(&url)
-        .args(["-o", "json", "stats", "io", "--watch", "0.05"])
+        .args(["--output", "json", "stats", "io", "--watch", "0.05"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -605,7 +605,7 @@ fn a_closed_stdout_ends_a_watch_quietly() {
 fn ctrl_c_ends_a_watch_with_exit_0() {
     let url = start_engine();
     let mut child = ctl(&url)
-        .args(["-o", "json", "stats", "io", "--watch", "0.05"])
+        .args(["--output", "json", "stats", "io", "--watch", "0.05"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

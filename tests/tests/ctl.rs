@@ -105,13 +105,27 @@ fn config_dump_restores_the_devices_and_shares_in_a_second_daemon() {
 #[test]
 fn perf_run_reports_the_engines_figures_and_errors() {
     let d = Daemon::start_quiet(["--bdev", "malloc:///m0?size_mb=16&blk_size=4096"]);
+    // bdev-perf's flags: -o is the IO size (the output format is --output,
+    // which ctl_json adds), -l the reactors.
     let r = d.ctl_json(&[
-        "perf", "run", "m0", "-w", "randrw", "-t", "0.3", "-q", "4", "-s", "8k",
+        "perf", "run", "-o", "4096", "m0", "-w", "randrw", "-t", "0.3", "-q", "4", "-l", "0",
     ]);
     let total = &r["total"];
     assert!(u(&total["ios"]) > 0, "{r}");
     assert_eq!(u(&total["failed"]), 0, "{r}");
     assert_eq!(r["jobs"][0]["bdev"], "m0", "{r}");
+    assert_eq!(r["jobs"][0]["core"], 0, "{r}");
+    // The former -s still sets the IO size: 8 KiB IOs move twice the bytes
+    // per IO of 4 KiB ones.
+    let r8 = d.ctl_json(&["perf", "run", "m0", "-w", "read", "-t", "0.3", "-s", "8k"]);
+    let mib_per_io = |r: &Value| {
+        r["total"]["mib_s"].as_f64().expect("mib_s") / r["total"]["iops"].as_f64().expect("iops")
+    };
+    let ratio = mib_per_io(&r8) / mib_per_io(&r);
+    assert!(
+        (ratio - 2.0).abs() < 0.01,
+        "8k/4k bytes per IO {ratio}: {r8} {r}"
+    );
 
     let table = d.ctl_ok(&["perf", "run", "m0", "-w", "read", "-t", "0.2", "-y"]);
     let lines: Vec<&str> = table.lines().collect();
@@ -147,7 +161,7 @@ fn perf_run_reports_the_engines_figures_and_errors() {
             "INVALID_ARGUMENT",
         ),
         (
-            &["perf", "run", "m0", "-w", "read", "-t", "0.2", "-s", "1000"],
+            &["perf", "run", "m0", "-w", "read", "-t", "0.2", "-o", "1000"],
             "INVALID_ARGUMENT",
         ),
     ] {

@@ -1232,7 +1232,7 @@ fn the_shipped_engine_configs_start_the_real_daemon() {
             "--poll-mode",
             "adaptive",
         ]);
-        let out = d.ctl(["-o", "json", "export", "list"]);
+        let out = d.ctl(["--output", "json", "export", "list"]);
         assert!(out.status.success(), "{what}: {}", said(&out));
         let list: Value = serde_json::from_slice(&out.stdout).expect("JSON");
         let got: Vec<(String, bool)> = list["exports"]

@@ -6,8 +6,11 @@
 //! loopback, TLS files checked with errors naming the file, by the daemon
 //! and by `io-engine-ctl` (with the option that named it).
 
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::Output;
+use std::time::{Duration, Instant};
 
 use io_engine_tests::certs::TestPki;
 use io_engine_tests::daemon::{
@@ -113,6 +116,17 @@ fn mutual_tls_serves_clients_of_the_ca_and_refuses_the_rest() {
         assert_eq!(refused["error"], "UNAVAILABLE", "{case}: {refused}");
         assert!(refused.get("version").is_none(), "{case}: {refused}");
     }
+    // The plaintext client is told why, by the engine, in plaintext HTTP/2.
+    let (plain, _) = python(&grpc, &addr, &[Path::new("plaintext")]);
+    let details = plain["details"].as_str().unwrap_or_default();
+    for words in [
+        "this engine serves gRPC over TLS only",
+        "https://",
+        "--tls-ca",
+        "--tls-cert",
+    ] {
+        assert!(details.contains(words), "{words}: {plain}");
+    }
 
     // io-engine-ctl over mTLS.
     let url = format!("https://{addr}");
@@ -169,9 +183,132 @@ fn mutual_tls_serves_clients_of_the_ca_and_refuses_the_rest() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("not signed by --tls-ca"), "{stderr}");
 
-    // http:// to the TLS port.
+    // http:// to the TLS port: one line with the fix.
     let out = ctl(&format!("http://{addr}"), &["engine", "info"]);
-    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "io-engine-ctl: error: the engine at http://{addr} serves gRPC over TLS only: \
+             use --endpoint https://{addr} with --tls-ca FILE"
+        )),
+        "{stderr}"
+    );
+
+    // TLS clients are still served after all that.
+    let out = ctl(&url, &[&tls[..], &["engine", "info"]].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Reads `s` until EOF or an error (a reset): whether that came within
+/// `within`.
+fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    let mut buf = [0u8; 4096];
+    while Instant::now() < deadline {
+        let _ = s.set_read_timeout(Some(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1)),
+        ));
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return false;
+            }
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+/// What is not a TLS client on the TLS port is closed, in bounded time,
+/// without hurting the engine: bytes that are neither TLS nor HTTP/2, an
+/// HTTP/2 preface followed by garbage, a plaintext peer that sends the
+/// preface and then nothing (closed after the plaintext timeout, 2 s, not
+/// the TLS handshake's 10 s); more plaintext peers at once than the engine
+/// answers are closed at once.
+#[test]
+fn what_is_not_tls_is_closed_in_bounded_time() {
+    let dir = TempDir::new("grpc-tls-hostile");
+    let pki = TestPki::create(dir.path()).expect("create the test PKI");
+    let mut args = quiet_args();
+    for (flag, value) in [
+        ("--grpc-tls-cert", path(&pki.server_cert)),
+        ("--grpc-tls-key", path(&pki.server_key)),
+        ("--grpc-max-concurrent-requests", "2"),
+    ] {
+        args.push(flag.into());
+        args.push(value.into());
+    }
+    let daemon = Daemon::start(args);
+    let addr = daemon.grpc_addr();
+    let connect = || TcpStream::connect(addr).expect("connect");
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+    let mut http1 = connect();
+    http1
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("write");
+    assert!(
+        closed_within(&mut http1, Duration::from_secs(1)),
+        "HTTP/1.1"
+    );
+
+    let mut garbage = connect();
+    garbage.write_all(PREFACE).expect("write");
+    // A frame header claiming 16 MiB of an unknown type, then noise.
+    garbage
+        .write_all(&[0xff, 0xff, 0xff, 0x42, 0xff, 0x7f, 0xff, 0xff, 0xff])
+        .expect("write");
+    garbage.write_all(&[0xa5; 512]).expect("write");
+    assert!(
+        closed_within(&mut garbage, Duration::from_secs(3)),
+        "preface and garbage"
+    );
+
+    // Two silent plaintext peers take both places; a third is closed at
+    // once; the two go at the plaintext timeout.
+    let started = Instant::now();
+    let mut silent: Vec<TcpStream> = (0..2).map(|_| connect()).collect();
+    for s in &mut silent {
+        s.write_all(PREFACE).expect("write");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut third = connect();
+    third.write_all(PREFACE).expect("write");
+    assert!(
+        closed_within(&mut third, Duration::from_millis(500)),
+        "over the bound"
+    );
+    for s in &mut silent {
+        assert!(
+            closed_within(s, Duration::from_secs(4)),
+            "a silent plaintext peer"
+        );
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+
+    // The engine still serves TLS clients.
+    let out = ctl(
+        &format!("https://{addr}"),
+        &["--tls-ca", path(&pki.ca), "engine", "info"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

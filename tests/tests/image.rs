@@ -120,9 +120,9 @@ until io-engine-ctl engine info >/dev/null 2>&1; do
   sleep 0.1
 done
 echo "--- engine info"
-io-engine-ctl -o json engine info
+io-engine-ctl --output json engine info
 echo "--- export list"
-io-engine-ctl -o json export list
+io-engine-ctl --output json export list
 kill -TERM "$pid"
 wait "$pid"
 echo "--- exit status $?"

@@ -1,36 +1,45 @@
 //! TLS for the gRPC listener: the server certificate and key, and the CA
 //! that client certificates must chain to (mTLS), read and checked by
-//! `env`'s TLS file loader before the daemon says it serves.
+//! `env`'s TLS file loader before the daemon says it serves, and the rustls
+//! configuration the listener's acceptor (`tls_incoming`) handshakes with.
 //!
 //! Every problem names the file and what is wrong with it (cannot be read,
 //! holds no PEM certificate or key, the key does not match the certificate,
 //! the CA is unusable), so the daemon exits with one line instead of
 //! failing at the first connection. The files are read once: a renewed
-//! certificate is served after a restart. The key stays in the loader's
-//! wiped buffers until tonic's configuration is built, and `Debug` shows
-//! the files, not the key.
+//! certificate is served after a restart. The key goes from the loader's
+//! wiped buffers into rustls's signing key, and `Debug` shows the files,
+//! not the key.
 //!
 //! Thread: `main`, before the control-plane runtime serves.
 
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
+use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
-use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+use rustls::server::WebPkiClientVerifier;
+use rustls::sign::SingleCertAndKey;
 
 use crate::env::tls_ca::TlsCa;
 use crate::env::tls_file_error::TlsFileError;
 use crate::env::tls_identity::TlsIdentity;
 
-/// Longest a TLS handshake on the gRPC port may take before the
-/// connection is closed.
+/// Longest a TLS handshake on the gRPC port may take (from the connection's
+/// accept to the handshake's end) before the connection is closed.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The ALPN protocol of gRPC over TLS; clients (tonic's among them) insist
+/// on it.
+const ALPN_H2: &[u8] = b"h2";
 
 /// The gRPC listener's TLS identity and, for mTLS, the client CA.
 pub struct GrpcTls {
     identity: TlsIdentity,
     client_ca: Option<TlsCa>,
+    server: Arc<ServerConfig>,
 }
 
 impl GrpcTls {
@@ -41,11 +50,15 @@ impl GrpcTls {
         key: &Path,
         client_ca: Option<&Path>,
     ) -> Result<GrpcTls, TlsFileError> {
-        // tonic builds its rustls configurations with the process default.
+        // The process default, for the rustls users that take it.
         let _ = CryptoProvider::install_default(rustls::crypto::ring::default_provider());
+        let identity = TlsIdentity::load(cert, key)?;
+        let client_ca = client_ca.map(TlsCa::load).transpose()?;
+        let server = server_config(&identity, client_ca.as_ref())?;
         Ok(GrpcTls {
-            identity: TlsIdentity::load(cert, key)?,
-            client_ca: client_ca.map(TlsCa::load).transpose()?,
+            identity,
+            client_ca,
+            server,
         })
     }
 
@@ -54,18 +67,40 @@ impl GrpcTls {
         self.client_ca.is_some()
     }
 
-    /// tonic's server configuration: this identity, client certificates
-    /// required (not optional) when there is a client CA.
-    pub(super) fn server_config(&self) -> ServerTlsConfig {
-        let identity = Identity::from_pem(self.identity.cert_pem(), self.identity.key_pem());
-        let config = ServerTlsConfig::new()
-            .identity(identity)
-            .timeout(HANDSHAKE_TIMEOUT);
-        match &self.client_ca {
-            Some(ca) => config.client_ca_root(Certificate::from_pem(ca.pem())),
-            None => config,
-        }
+    /// The rustls configuration of the listener: this identity, client
+    /// certificates required (not optional) when there is a client CA,
+    /// ALPN `h2`. (What tonic's own TLS acceptor built from the same files.)
+    pub(super) fn server_config(&self) -> Arc<ServerConfig> {
+        self.server.clone()
     }
+}
+
+/// Builds the listener's rustls configuration with ring, TLS 1.3 and 1.2.
+fn server_config(
+    identity: &TlsIdentity,
+    client_ca: Option<&TlsCa>,
+) -> Result<Arc<ServerConfig>, TlsFileError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    // Not from a file or a client: ring has both versions.
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .expect("ring supports TLS 1.3 and 1.2");
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let verifier = WebPkiClientVerifier::builder_with_provider(ca.roots(), provider)
+                .build()
+                .map_err(|e| TlsFileError::UnusableCa {
+                    path: ca.path().to_path_buf(),
+                    why: e.to_string(),
+                })?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut server =
+        builder.with_cert_resolver(Arc::new(SingleCertAndKey::from(identity.certified_key())));
+    server.alpn_protocols = vec![ALPN_H2.to_vec()];
+    Ok(Arc::new(server))
 }
 
 impl fmt::Debug for GrpcTls {

@@ -7,16 +7,20 @@
 //! Thread: the control-plane runtime.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use io_engine_api::v1 as pb;
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::server::NamedService;
 use tonic::transport::Server;
 use tonic_health::ServingStatus;
 
+use super::plaintext_refusal::PlaintextRefusal;
+use super::tls_incoming::TlsIncoming;
 use super::{
     AccelService, BdevService, ControlError, EngineService, ExportService, GrpcTls, Limits,
     PerfService, RequestLimitLayer, StatsService,
@@ -74,11 +78,7 @@ pub async fn serve(
             .await;
         let _ = drain_tx.send(());
     };
-    let mut builder = Server::builder();
-    if let Some(tls) = &tls {
-        builder = builder.tls_config(tls.server_config())?;
-    }
-    let server = builder
+    let router = Server::builder()
         .layer(RequestLimitLayer::new(&limits))
         .add_service(health_service)
         .add_service(reflection)
@@ -103,8 +103,23 @@ pub async fn serve(
         )
         .add_service(
             AccelServiceServer::new(AccelService::new(engine)).max_decoding_message_size(max),
-        )
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), draining);
+        );
+    type Serving = Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>>;
+    let server: Serving = match tls {
+        Some(tls) => {
+            // Plaintext peers are answered at most as many at once as
+            // requests are served, apart from them: they cannot take a
+            // TLS client's place.
+            let refusal =
+                PlaintextRefusal::new(tls.mutual(), limits.max_concurrent_requests as usize);
+            let incoming =
+                TlsIncoming::new(listener, TlsAcceptor::from(tls.server_config()), refusal);
+            Box::pin(router.serve_with_incoming_shutdown(incoming, draining))
+        }
+        None => Box::pin(
+            router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), draining),
+        ),
+    };
     // Requests in progress get SHUTDOWN_GRACE to finish; an idle client that
     // keeps its connection open does not hold the shutdown up past that.
     let grace = async {
