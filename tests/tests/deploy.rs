@@ -1546,7 +1546,7 @@ fn the_notes_attach_each_share_as_the_real_daemon_shares_it() {
         "--poll-mode",
         "adaptive",
     ]);
-    let out = d.ctl(["-o", "json", "export", "list"]);
+    let out = d.ctl(["--output", "json", "export", "list"]);
     assert!(out.status.success(), "{}", said(&out));
     let list: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let exports = list["exports"].as_array().expect("exports");

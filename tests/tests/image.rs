@@ -273,12 +273,13 @@ fn the_runtime_image_builds_and_runs_the_daemon_as_the_daemonset_does() {
     let toml = toml.replace("poll-mode = \"adaptive\"", "poll-mode = \"busy\"");
     let dir = TempDir::new("image-config");
     dir.write("io-engine.toml", &toml);
-    let (grpc, metrics, nbd) = (free_port(), free_port(), free_port());
+    let (grpc, metrics, nbd, nvmf) = (free_port(), free_port(), free_port(), free_port());
     let mut opts = vec![
         format!("--volume={}:/etc/io-engine:ro", dir.path().display()),
         format!("--env=IO_ENGINE_GRPC_ADDR=127.0.0.1:{grpc}"),
         format!("--env=IO_ENGINE_METRICS_ADDR=127.0.0.1:{metrics}"),
         format!("--env=IO_ENGINE_NBD_ADDR=127.0.0.1:{nbd}"),
+        format!("--env=IO_ENGINE_NVMF_ADDR=127.0.0.1:{nvmf}"),
         format!("--env=IO_ENGINE_ENDPOINT=http://127.0.0.1:{grpc}"),
     ];
     opts.extend(env);
