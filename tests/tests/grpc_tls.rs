@@ -311,6 +311,68 @@ fn what_is_not_tls_is_closed_in_bounded_time() {
     );
 }
 
+/// The engine's bound on TLS handshakes in progress
+/// (`control::tls_incoming::MAX_HANDSHAKES`).
+const MAX_HANDSHAKES: usize = 256;
+
+#[test]
+fn a_flood_of_silent_connections_is_bounded_and_keeps_no_client_out() {
+    let dir = TempDir::new("grpc-tls-flood");
+    let pki = TestPki::create(dir.path()).expect("create the test PKI");
+    let mut args = quiet_args();
+    for (flag, value) in [
+        ("--grpc-tls-cert", path(&pki.server_cert)),
+        ("--grpc-tls-key", path(&pki.server_key)),
+    ] {
+        args.push(flag.into());
+        args.push(value.into());
+    }
+    let daemon = Daemon::start(args);
+    let addr = daemon.grpc_addr();
+    let connect = || TcpStream::connect(addr).expect("connect");
+
+    // The first silent connection (a ClientHello's first byte, then
+    // nothing), then as many more as the bound: the first is closed long
+    // before the 10 s handshake timeout, as the newcomers take its place.
+    let mut first = connect();
+    first.write_all(&[0x16]).expect("write");
+    std::thread::sleep(Duration::from_millis(200));
+    let mut flood: Vec<TcpStream> = (0..MAX_HANDSHAKES)
+        .map(|_| {
+            let mut s = connect();
+            s.write_all(&[0x16]).expect("write");
+            s
+        })
+        .collect();
+    assert!(
+        closed_within(&mut first, Duration::from_secs(3)),
+        "the oldest handshake gives way to newcomers"
+    );
+    // The newest of the flood is still waiting for its handshake.
+    let newest = flood.last_mut().expect("the flood");
+    newest
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let mut byte = [0u8; 1];
+    assert!(
+        matches!(newest.read(&mut byte), Err(e) if e.kind() == ErrorKind::WouldBlock
+            || e.kind() == ErrorKind::TimedOut),
+        "a handshake within the bound stays open"
+    );
+
+    // A real client, with the flood still open, is heard.
+    let out = ctl(
+        &format!("https://{addr}"),
+        &["--tls-ca", path(&pki.ca), "engine", "info"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(flood);
+}
+
 #[test]
 fn plaintext_grpc_needs_loopback_or_grpc_insecure() {
     let cpu = quiet_args()[3].clone();

@@ -12,13 +12,18 @@
 //! - anything else, or nothing within the handshake timeout: closed.
 //!
 //! The first byte is peeked, not read, so the TLS handshake sees the whole
-//! stream. As with tonic's acceptor, handshakes run one task each, and a
-//! connection that never completes one goes at the timeout.
+//! stream. Handshakes run one task each; a connection that never
+//! completes one goes at the timeout, and at most [`MAX_HANDSHAKES`] are in
+//! progress: a newcomer beyond takes the place of the oldest, which is
+//! closed, so that a flood of silent connections holds a bounded number of
+//! descriptors and cannot keep a real client from being heard (it has the
+//! time the flood takes to open `MAX_HANDSHAKES` more).
 //!
 //! Thread: the control-plane runtime: tonic's accept loop polls the
 //! stream; the sorting and handshakes run as tasks of a `JoinSet` the
 //! stream owns (dropped, with their connections, when the server stops).
 
+use std::collections::VecDeque;
 use std::future::Future as _;
 use std::io;
 use std::pin::Pin;
@@ -27,7 +32,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Sleep;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
@@ -41,6 +46,10 @@ const TLS_HANDSHAKE: u8 = 0x16;
 
 /// The first byte of HTTP/2's client preface, `PRI * HTTP/2.0\r\n...`.
 const HTTP2_PREFACE: u8 = b'P';
+
+/// Connections sorted or handshaken at once; a newcomer beyond closes the
+/// oldest.
+pub(super) const MAX_HANDSHAKES: usize = 256;
 
 /// How long accepting pauses after an error that is not one connection's
 /// (no file descriptors left): a retry at once would spin.
@@ -57,6 +66,8 @@ pub struct TlsIncoming {
     listener: TcpListener,
     sorter: Arc<Sorter>,
     handshakes: JoinSet<Option<TlsStream<TcpStream>>>,
+    /// The handshakes in progress, oldest first.
+    in_progress: VecDeque<AbortHandle>,
     backoff: Option<Pin<Box<Sleep>>>,
 }
 
@@ -68,6 +79,7 @@ impl TlsIncoming {
             listener,
             sorter: Arc::new(Sorter { acceptor, refusal }),
             handshakes: JoinSet::new(),
+            in_progress: VecDeque::new(),
             backoff: None,
         }
     }
@@ -123,7 +135,16 @@ impl Stream for TlsIncoming {
         while this.backoff.is_none() {
             match this.listener.poll_accept(cx) {
                 Poll::Ready(Ok((stream, _))) => {
-                    this.handshakes.spawn(this.sorter.clone().sort(stream));
+                    if this.in_progress.len() >= MAX_HANDSHAKES
+                        && let Some(oldest) = this.in_progress.pop_front()
+                    {
+                        tracing::debug!(
+                            "gRPC: {MAX_HANDSHAKES} handshakes in progress; the oldest is closed"
+                        );
+                        oldest.abort();
+                    }
+                    let handle = this.handshakes.spawn(this.sorter.clone().sort(stream));
+                    this.in_progress.push_back(handle);
                 }
                 Poll::Ready(Err(e)) if one_connections(&e) => {
                     tracing::debug!(error = %e, "gRPC accept");
@@ -139,12 +160,16 @@ impl Stream for TlsIncoming {
             }
         }
         loop {
-            match this.handshakes.poll_join_next(cx) {
-                Poll::Ready(Some(Ok(Some(tls)))) => return Poll::Ready(Some(Ok(tls))),
-                // Refused, failed, or (never) panicked: the next one.
-                Poll::Ready(Some(_)) => {}
+            let (id, tls) = match this.handshakes.poll_join_next_with_id(cx) {
+                Poll::Ready(Some(Ok((id, tls)))) => (id, tls),
+                // Aborted (a newcomer took its place) or (never) panicked.
+                Poll::Ready(Some(Err(e))) => (e.id(), None),
                 // No handshake in progress: the listener's waker is set.
                 Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+            };
+            this.in_progress.retain(|h| h.id() != id);
+            if let Some(tls) = tls {
+                return Poll::Ready(Some(Ok(tls)));
             }
         }
     }
