@@ -286,25 +286,26 @@ const NS_PER_S: f64 = 1e9;
 
 /// The engine's latency buckets the histograms of reads, writes and flushes
 /// export (indices into [`latency_bucket_bounds_ns`], whose bound `i` is
-/// 2^(8+i) ns): every power of two from 2^13 ns (8.2 µs) to 2^21 ns
-/// (2.1 ms), 2x apart, where this engine's latencies fall (a memory device
-/// behind NBD or NVMe/TCP, a file on an SSD), then 2^24 ns (16.8 ms) for
-/// stalls; `+Inf` above. 2x apart, `histogram_quantile` (linear within a
-/// bucket) is off by less than the bucket's width, half a bound at most.
+/// 2^(8+i) ns): every power of two from 2^12 ns (4.1 µs) to 2^20 ns
+/// (1.05 ms), 2x apart, where this engine's latencies fall (a busy-polled
+/// NBD read of a memory device over loopback takes 7-16 µs in the engine,
+/// a file on an SSD tens to hundreds), then 2^23 ns (8.4 ms) for stalls;
+/// `+Inf` above. 2x apart, `histogram_quantile` (linear within a bucket) is
+/// off the true quantile by less than the bucket's width.
 ///
 /// Ten, the most the cardinality budget allows: a device's counters (3 for
 /// each of the 6 operations, present from the start) and gauges (3) are 21
 /// series, and a device that reads, writes and flushes may cost 60, so each
 /// of its three histograms has 13 series: 10 bounds, `+Inf`, `_sum`,
 /// `_count`.
-pub(super) const FINE_BUCKETS: [usize; 10] = [5, 6, 7, 8, 9, 10, 11, 12, 13, 16];
+pub(super) const FINE_BUCKETS: [usize; 10] = [4, 5, 6, 7, 8, 9, 10, 11, 12, 15];
 
 /// The buckets the histograms of every other operation (NBD: command)
 /// export, a subset of [`FINE_BUCKETS`] so that every `le` of a family is
-/// one of those: every other one, 4x apart from 8.2 µs to 2.1 ms, and the
+/// one of those: every other one, 4x apart from 4.1 µs to 1.05 ms, and the
 /// stall bound. 6 bounds, 9 series, within the 10 each such operation may
 /// add.
-pub(super) const COARSE_BUCKETS: [usize; 6] = [5, 7, 9, 11, 13, 16];
+pub(super) const COARSE_BUCKETS: [usize; 6] = [4, 6, 8, 10, 12, 15];
 
 /// The buckets exported for the operation (NBD: command) named `name`:
 /// [`FINE_BUCKETS`] for reads, writes and flushes, [`COARSE_BUCKETS`]

@@ -664,28 +664,28 @@ fn histogram_is_built_cumulative_from_the_engine_buckets() {
     op.ops = 34;
     let h = collector::histogram(&op, &FINE_BUCKETS);
     let b = h.get_bucket();
-    // The exported finite bounds, 2^13 .. 2^21 ns in powers of 2, then
-    // 2^24 ns; the encoder adds +Inf from the count. Each bound's count is
+    // The exported finite bounds, 2^12 .. 2^20 ns in powers of 2, then
+    // 2^23 ns; the encoder adds +Inf from the count. Each bound's count is
     // everything the engine counted up to it.
     assert_eq!(b.len(), FINE_BUCKETS.len());
     let les: Vec<f64> = b.iter().map(|b| b.upper_bound()).collect();
-    let want: Vec<f64> = (13..=21)
-        .chain([24])
+    let want: Vec<f64> = (12..=20)
+        .chain([23])
         .map(|k| (1u64 << k) as f64 / 1e9)
         .collect();
     assert_eq!(les, want);
     let counts: Vec<u64> = b.iter().map(|b| b.cumulative_count()).collect();
-    assert_eq!(counts, [7, 15, 15, 15, 15, 15, 15, 15, 15, 15]);
-    assert_eq!(b[0].upper_bound(), 8.192e-6);
-    assert_eq!(b[9].upper_bound(), 0.016777216);
+    assert_eq!(counts, [3, 7, 15, 15, 15, 15, 15, 15, 15, 15]);
+    assert_eq!(b[0].upper_bound(), 4.096e-6);
+    assert_eq!(b[9].upper_bound(), 0.008388608);
     assert_eq!(h.get_sample_count(), 34);
     assert_eq!(h.get_sample_sum(), 3.0);
 
     // The other operations' bounds are some of those: every other one up
-    // to 2^21 ns, then 2^24 ns.
+    // to 2^20 ns, then 2^23 ns.
     let h = collector::histogram(&op, &COARSE_BUCKETS);
     let les: Vec<f64> = h.get_bucket().iter().map(|b| b.upper_bound()).collect();
-    let want: Vec<f64> = [13, 15, 17, 19, 21, 24]
+    let want: Vec<f64> = [12, 14, 16, 18, 20, 23]
         .map(|k| (1u64 << k) as f64 / 1e9)
         .to_vec();
     assert_eq!(les, want);
@@ -695,7 +695,7 @@ fn histogram_is_built_cumulative_from_the_engine_buckets() {
         .iter()
         .map(|b| b.cumulative_count())
         .collect();
-    assert_eq!(counts, [7, 15, 15, 15, 15, 15]);
+    assert_eq!(counts, [3, 15, 15, 15, 15, 15]);
 
     // Read while IOs complete: a bucket counted an IO that `ops` did not
     // yet. `_count` follows the buckets, so +Inf = _count still holds.
