@@ -413,10 +413,11 @@ fn prometheus_quantiles_of_nbd_reads_against_fio() {
     // What each side measures: fio's clat runs from the request sent to the
     // reply seen by fio; the engine's duration from the request read to the
     // reply written, inside it. The difference is the client's own part
-    // (its wake-up from poll(), libnbd, fio's accounting): here some 13 µs
-    // at the median (fio's p50 is twice the engine's), and at p99 the
-    // client's scheduling stalls on a loaded machine (fio's p99 reaches
-    // 0.1-4 ms while every engine duration but a few is under 65 µs). No
+    // (its wake-up from poll(), libnbd, fio's accounting): here some 17 µs
+    // at the median (fio's p50 is some three times the engine's 8 µs),
+    // 25 µs more at p99, and on a loaded machine the client's scheduling
+    // stalls (fio's p99 then reached 0.5-3.6 ms while the engine's stayed
+    // near 32 µs). No
     // bucket layout makes the engine's quantiles fio's (docs/metrics.md has
     // the figures); what the exporter owes is not to overstate them, as
     // 8x-apart bounds did (a p99 of 253 µs for fio's 104 µs).
