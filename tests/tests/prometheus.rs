@@ -4,19 +4,23 @@
 //! API must return the device's size, the build info, the IO counters and
 //! the process's own metrics; `promtool check metrics` must accept the
 //! exposition. A 100-device scrape stays within its series and size
-//! budget, plain and through `curl --compressed`.
+//! budget, plain and through `curl --compressed`. Prometheus's quantiles
+//! of the NBD read durations during one fio run are compared with fio's
+//! own (see that test for what each measures); a busy-polling reactor shows as one core in
+//! `process_cpu_seconds_total`, to the clock tick.
 //!
 //! Both processes listen on 127.0.0.1 only and are killed when the test
 //! ends, passed or failed; every wait is bounded.
 
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use io_engine_api::v1 as pb;
 use io_engine_tests::daemon::Daemon;
 use io_engine_tests::prometheus::{Prometheus, run_perf, value};
-use io_engine_tests::tools::TempDir;
-use io_engine_tests::{http, output_with_input};
+use io_engine_tests::tools::{TempDir, system_tool};
+use io_engine_tests::{available_cpus, http, output_with_input};
+use serde_json::Value;
 
 /// Longest a `promtool` run may take.
 const PROMTOOL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -235,7 +239,7 @@ fn a_100_device_scrape_stays_within_60_series_a_device_and_400_kb() {
     let text = String::from_utf8(body.clone()).expect("UTF-8");
     for i in 0..100 {
         let n = samples_with(&text, &format!("bdev=\"n{i}\""));
-        assert_eq!(n, 41, "n{i}: {n} series");
+        assert_eq!(n, 47, "n{i}: {n} series");
     }
     let samples = text.lines().filter(|l| !l.starts_with('#')).count();
     assert!(
@@ -251,7 +255,7 @@ fn a_100_device_scrape_stays_within_60_series_a_device_and_400_kb() {
     let text = String::from_utf8(scrape(&d)).expect("UTF-8");
     let n = samples_with(&text, "bdev=\"n7\"");
     assert!(
-        (41..=60).contains(&n),
+        (47..=60).contains(&n),
         "n7 after reads and writes: {n} series"
     );
     let (ok, said) = promtool_check(text.as_bytes());
@@ -286,5 +290,212 @@ fn a_100_device_scrape_stays_within_60_series_a_device_and_400_kb() {
         downloaded * 10 < unzipped.len(),
         "gzip: {downloaded} bytes for {}",
         unzipped.len()
+    );
+}
+
+/// The fio job of the quantile test: 4 KiB random reads, one at a time,
+/// for this long.
+const FIO_SECONDS: u64 = 5;
+/// Longest the fio run may take (start, the run, the report).
+const FIO_TIMEOUT: Duration = Duration::from_secs(60);
+/// How far Prometheus's quantile may be from fio's.
+const QUANTILE_TOLERANCE: f64 = 0.25;
+
+/// A completion-latency percentile of fio's JSON report of reads, in
+/// seconds (`clat_ns.percentile["99.000000"]`).
+fn fio_clat(read: &Value, percentile: &str) -> f64 {
+    read["clat_ns"]["percentile"][percentile]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no clat percentile {percentile} in {read}"))
+        / 1e9
+}
+
+#[test]
+fn prometheus_quantiles_of_nbd_reads_against_fio() {
+    // The engine's reactor busy-polls its CPU (no sleep to wake from: the
+    // request is read as soon as it arrives); fio runs on another CPU when
+    // there is one. Both see the same requests over loopback TCP.
+    let cpus = available_cpus();
+    let engine_cpu = cpus[0].to_string();
+    let d = Daemon::start([
+        "--poll-mode",
+        "busy",
+        "-l",
+        &engine_cpu,
+        "--bdev",
+        "malloc:///q0?size_mb=64&blk_size=4096",
+        "--share",
+        "q0",
+    ]);
+    let dir = TempDir::new("prometheus-fio");
+    let targets = format!("      - targets: ['{}']", d.metrics_addr());
+    let mut prom = Prometheus::start(dir.path(), |_| {
+        [
+            "global:",
+            "  scrape_interval: 1s",
+            "  scrape_timeout: 1s",
+            "scrape_configs:",
+            "  - job_name: io-engine",
+            "    static_configs:",
+            &targets,
+            "",
+        ]
+        .join("\n")
+    });
+    // Prometheus has the read histogram at 0 before the run starts, so the
+    // window below starts from 0.
+    let read = "io_engine_nbd_request_duration_seconds_count{export=\"q0\",cmd=\"read\"}";
+    prom.query_until(read, |r| r.len() == 1 && value(&r[0]) == 0.0);
+
+    let started = Instant::now();
+    let mut fio = Command::new(system_tool("fio", "fio"));
+    fio.args([
+        "--name=qd1",
+        "--ioengine=nbd",
+        "--rw=randread",
+        "--bs=4k",
+        "--iodepth=1",
+        "--size=64M",
+        "--time_based",
+        &format!("--runtime={FIO_SECONDS}"),
+        "--output-format=json",
+        &format!("--uri={}", d.nbd_uri("q0")),
+    ]);
+    if let Some(cpu) = cpus.get(1) {
+        fio.arg(format!("--cpus_allowed={cpu}"));
+    }
+    let out = output_with_input(fio, None, FIO_TIMEOUT);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "fio failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(&stdout[stdout.find('{').unwrap_or(0)..])
+        .unwrap_or_else(|e| panic!("fio's JSON ({e}): {stdout}"));
+    let job = &report["jobs"][0];
+    assert_eq!(job["error"], 0, "{job}");
+    let reads = job["read"]["total_ios"].as_u64().expect("fio's total_ios");
+    assert!(reads > 1000, "{reads} reads in {FIO_SECONDS} s: {job}");
+
+    // Prometheus has scraped every read (fio's only requests).
+    prom.query_until(read, |r| r.len() == 1 && value(&r[0]) >= reads as f64);
+    // A window from before the run to now: the run's reads, all of them.
+    let window = started.elapsed().as_secs() + 3;
+    let quantile = |prom: &mut Prometheus, q: f64| {
+        let query = format!(
+            "histogram_quantile({q}, rate(io_engine_nbd_request_duration_seconds_bucket\
+             {{export=\"q0\",cmd=\"read\"}}[{window}s]))"
+        );
+        value(&prom.query_until(&query, |r| r.len() == 1)[0])
+    };
+    let (prom_p50, prom_p99) = (quantile(&mut prom, 0.5), quantile(&mut prom, 0.99));
+    let mean = "rate(io_engine_nbd_request_duration_seconds_sum{cmd=\"read\"}[1h]) \
+                / rate(io_engine_nbd_request_duration_seconds_count{cmd=\"read\"}[1h])";
+    let prom_mean = value(&prom.query_until(mean, |r| r.len() == 1)[0]);
+    let fio_read = &job["read"];
+    let (fio_p50, fio_p99) = (
+        fio_clat(fio_read, "50.000000"),
+        fio_clat(fio_read, "99.000000"),
+    );
+    let fio_mean = fio_read["clat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1e9;
+    let figures = format!(
+        "{reads} reads; fio clat p50 {:.1} us, p99 {:.1} us, mean {:.1} us; \
+         Prometheus p50 {:.1} us, p99 {:.1} us, mean {:.1} us",
+        fio_p50 * 1e6,
+        fio_p99 * 1e6,
+        fio_mean * 1e6,
+        prom_p50 * 1e6,
+        prom_p99 * 1e6,
+        prom_mean * 1e6,
+    );
+    eprintln!("{figures}");
+    // What each side measures: fio's clat runs from the request sent to the
+    // reply seen by fio; the engine's duration from the request read to the
+    // reply written, inside it. The difference is the client's own part
+    // (its wake-up from poll(), libnbd, fio's accounting): here some 17 µs
+    // at the median (fio's p50 is some three times the engine's 8 µs),
+    // 25 µs more at p99, and on a loaded machine the client's scheduling
+    // stalls (fio's p99 then reached 0.5-3.6 ms while the engine's stayed
+    // near 32 µs). No
+    // bucket layout makes the engine's quantiles fio's (docs/metrics.md has
+    // the figures); what the exporter owes is not to overstate them, as
+    // 8x-apart bounds did (a p99 of 253 µs for fio's 104 µs).
+    for (what, prom, fio) in [("p50", prom_p50, fio_p50), ("p99", prom_p99, fio_p99)] {
+        assert!(
+            prom > 0.0 && prom <= fio * (1.0 + QUANTILE_TOLERANCE),
+            "{what}: Prometheus {:.1} us above fio's {:.1} us: {figures}",
+            prom * 1e6,
+            fio * 1e6,
+        );
+    }
+    // The engine's exact mean (no buckets) sits inside the client's.
+    assert!(prom_mean <= fio_mean, "{figures}");
+    // Each quantile was interpolated between bounds at most 2x apart, so it
+    // is off the engine's own by less than its bucket's width.
+    let buckets = prom.query_until(
+        "io_engine_nbd_request_duration_seconds_bucket{export=\"q0\",cmd=\"read\"}",
+        |r| !r.is_empty(),
+    );
+    let les: Vec<f64> = buckets
+        .iter()
+        .filter_map(|b| b["metric"]["le"].as_str()?.parse().ok())
+        .collect();
+    for (what, q) in [("p50", prom_p50), ("p99", prom_p99)] {
+        let below = les.iter().copied().filter(|&le| le < q).fold(0.0, f64::max);
+        let above = les
+            .iter()
+            .copied()
+            .filter(|&le| le >= q)
+            .fold(f64::INFINITY, f64::min);
+        assert!(
+            below > 0.0 && above <= 2.0 * below,
+            "{what} {q} s interpolated in ({below}, {above}]: {les:?}"
+        );
+    }
+}
+
+/// `process_cpu_seconds_total` in one scrape of the daemon.
+fn cpu_seconds(d: &Daemon) -> f64 {
+    let text = http::get(&d.metrics_url()).expect("GET /metrics").text();
+    text.lines()
+        .find_map(|l| l.strip_prefix("process_cpu_seconds_total "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no process_cpu_seconds_total in:\n{text}"))
+}
+
+#[test]
+fn a_busy_polling_reactor_counts_as_one_core_to_the_tick() {
+    let cpu = available_cpus()[0].to_string();
+    let d = Daemon::start(["--poll-mode", "busy", "-l", &cpu]);
+    // Readings 250 ms apart for 3 s: the counter must follow a quarter of
+    // a core-second, not move in whole seconds.
+    let first = (Instant::now(), cpu_seconds(&d));
+    let mut readings = vec![first];
+    for _ in 0..12 {
+        std::thread::sleep(Duration::from_millis(250));
+        readings.push((Instant::now(), cpu_seconds(&d)));
+    }
+    let last = readings[readings.len() - 1];
+    let rate = (last.1 - first.1) / (last.0 - first.0).as_secs_f64();
+    let values: Vec<f64> = readings.iter().map(|r| r.1).collect();
+    assert!(
+        (0.8..=1.3).contains(&rate),
+        "{rate:.3} cores over {:?}: {values:?}",
+        last.0 - first.0
+    );
+    // Whole seconds (the prometheus crate's truncation) would make every
+    // reading an integer and every step 0 or 1.
+    assert!(
+        values.iter().any(|v| v.fract() != 0.0),
+        "whole seconds only: {values:?}"
+    );
+    let quarter_steps = readings
+        .windows(2)
+        .filter(|w| (0.05..0.75).contains(&(w[1].1 - w[0].1)))
+        .count();
+    assert!(
+        quarter_steps >= readings.len() / 2,
+        "steps of a 250 ms interval: {values:?}"
     );
 }

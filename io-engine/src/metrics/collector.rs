@@ -18,6 +18,7 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 use prometheus::{Registry, TextEncoder};
 
+use super::process::ProcessMetrics;
 use crate::bdev::{IoType, LATENCY_BUCKETS, OpStats, latency_bucket_bounds_ns};
 use crate::engine::{Engine, Snapshot, guarded};
 
@@ -283,46 +284,73 @@ impl Families {
 
 const NS_PER_S: f64 = 1e9;
 
-/// The engine's latency buckets the histograms export (indices into
-/// [`latency_bucket_bounds_ns`], whose bound `i` is 2^(8+i) ns): every
-/// third power of two from 2^12 ns (4.1 µs) to 2^30 ns (1.07 s), seven
-/// finite bounds, each 8x the last. The engine keeps all 26; fewer keep a
-/// scrape small: an idle device is 41 series, one that also flushes 51.
-pub(super) const EXPORTED_BUCKETS: [usize; 7] = [4, 7, 10, 13, 16, 19, 22];
+/// The engine's latency buckets the histograms of reads, writes and flushes
+/// export (indices into [`latency_bucket_bounds_ns`], whose bound `i` is
+/// 2^(8+i) ns): every power of two from 2^12 ns (4.1 µs) to 2^20 ns
+/// (1.05 ms), 2x apart, where this engine's latencies fall (a busy-polled
+/// NBD read of a memory device over loopback takes 7-16 µs in the engine,
+/// a file on an SSD tens to hundreds), then 2^23 ns (8.4 ms) for stalls;
+/// `+Inf` above. 2x apart, `histogram_quantile` (linear within a bucket) is
+/// off the true quantile by less than the bucket's width.
+///
+/// Ten, the most the cardinality budget allows: a device's counters (3 for
+/// each of the 6 operations, present from the start) and gauges (3) are 21
+/// series, and a device that reads, writes and flushes may cost 60, so each
+/// of its three histograms has 13 series: 10 bounds, `+Inf`, `_sum`,
+/// `_count`.
+pub(super) const FINE_BUCKETS: [usize; 10] = [4, 5, 6, 7, 8, 9, 10, 11, 12, 15];
 
-/// The exported bounds, in seconds.
-pub(super) fn exported_bounds_s() -> [f64; EXPORTED_BUCKETS.len()] {
+/// The buckets the histograms of every other operation (NBD: command)
+/// export, a subset of [`FINE_BUCKETS`] so that every `le` of a family is
+/// one of those: every other one, 4x apart from 4.1 µs to 1.05 ms, and the
+/// stall bound. 6 bounds, 9 series, within the 10 each such operation may
+/// add.
+pub(super) const COARSE_BUCKETS: [usize; 6] = [4, 6, 8, 10, 12, 15];
+
+/// The buckets exported for the operation (NBD: command) named `name`:
+/// [`FINE_BUCKETS`] for reads, writes and flushes, [`COARSE_BUCKETS`]
+/// for the others.
+pub(super) fn exported_buckets(name: &str) -> &'static [usize] {
+    match name {
+        "read" | "write" | "flush" => &FINE_BUCKETS,
+        _ => &COARSE_BUCKETS,
+    }
+}
+
+/// The bounds of `buckets` (engine bucket indices), in seconds.
+pub(super) fn bounds_s(buckets: &[usize]) -> Vec<f64> {
     let ns = latency_bucket_bounds_ns();
-    EXPORTED_BUCKETS.map(|i| ns[i] as f64 / NS_PER_S)
+    buckets
+        .iter()
+        .filter_map(|&i| ns.get(i))
+        .map(|&b| b as f64 / NS_PER_S)
+        .collect()
 }
 
 /// A latency histogram from the engine's non-cumulative buckets: cumulative
-/// counts at each of [`EXPORTED_BUCKETS`] (bounds `bounds_s`, in seconds);
-/// `+Inf` is the count.
+/// counts at each of `buckets` (indices into [`latency_bucket_bounds_ns`],
+/// ascending); `+Inf` is the count.
 ///
 /// `_count` is the op count. The counters are read one by one while IOs
 /// complete, so a scrape may see an IO in a bucket before it shows in `ops`;
 /// `_count` is then the bucket total instead, so that `+Inf` = `_count` and
 /// every bucket is at most `_count` (both are monotonic, and so is their
 /// maximum). At rest the two are equal.
-pub(super) fn histogram(
-    op: &OpStats,
-    bounds_s: &[f64; EXPORTED_BUCKETS.len()],
-) -> proto::Histogram {
+pub(super) fn histogram(op: &OpStats, buckets: &[usize]) -> proto::Histogram {
     let mut cumulative = [0u64; LATENCY_BUCKETS];
     let mut running = 0u64;
     for (c, &n) in cumulative.iter_mut().zip(&op.latency_buckets) {
         running = running.saturating_add(n);
         *c = running;
     }
-    let buckets: Vec<proto::Bucket> = EXPORTED_BUCKETS
+    let buckets: Vec<proto::Bucket> = buckets
         .iter()
-        .zip(bounds_s)
-        .map(|(&i, &le)| {
+        .zip(bounds_s(buckets))
+        .filter_map(|(&i, le)| {
             let mut b = proto::Bucket::default();
             b.set_upper_bound(le);
-            b.set_cumulative_count(cumulative[i]);
-            b
+            b.set_cumulative_count(*cumulative.get(i)?);
+            Some(b)
         })
         .collect();
     let total = running.saturating_add(op.latency_buckets[LATENCY_BUCKETS]);
@@ -353,7 +381,6 @@ const TORN: u64 = 1 << 63;
 /// Builds every family from a snapshot.
 pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
     let mut f = Families::new();
-    let bounds_s = exported_bounds_s();
 
     for d in s.devices.iter().flatten() {
         let name = d.info.name.as_str();
@@ -367,7 +394,7 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
                 f.add(
                     &BDEV_LATENCY,
                     &labels,
-                    Value::Histogram(histogram(o, &bounds_s)),
+                    Value::Histogram(histogram(o, exported_buckets(op.as_str()))),
                 );
             }
         }
@@ -458,7 +485,7 @@ pub(super) fn families(s: &Snapshot) -> Vec<MetricFamily> {
             f.add(
                 &NBD_DURATION,
                 &[export, cmd.as_str()],
-                Value::Histogram(histogram(d, &bounds_s)),
+                Value::Histogram(histogram(d, exported_buckets(cmd))),
             );
         }
     }
@@ -606,10 +633,10 @@ impl Exporter {
 
     /// Adds the `process_*` metrics of this process (CPU seconds, resident
     /// and virtual memory, open and maximum fds, threads, start time: the
-    /// `prometheus` crate's process collector, read from `/proc/self`).
+    /// `prometheus` crate's process collector, read from `/proc/self`, with
+    /// the CPU seconds read at clock-tick precision by [`ProcessMetrics`]).
     pub(super) fn with_process(self) -> Self {
-        let process = prometheus::process_collector::ProcessCollector::for_self();
-        if let Err(e) = self.registry.register(Box::new(process)) {
+        if let Err(e) = self.registry.register(Box::new(ProcessMetrics::for_self())) {
             tracing::error!("metrics: cannot register the process collector: {e}");
         }
         self

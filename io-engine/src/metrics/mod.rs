@@ -15,11 +15,15 @@
 //! `prometheus` collector builds the metric families from it, which
 //! a `prometheus::Registry` gathers and the `TextEncoder` writes. The
 //! engine's non-cumulative latency buckets become a cumulative histogram in
-//! seconds, at seven of the engine's 26 bounds (`collector::EXPORTED_BUCKETS`).
+//! seconds, at ten of the engine's 26 bounds, 2x apart, for reads, writes
+//! and flushes (`collector::FINE_BUCKETS`), six of those for the other
+//! operations (`collector::COARSE_BUCKETS`).
 //! Every operation of every device has its counters, zero or not; reads
 //! and writes have a latency histogram from the start, the other
 //! operations once the device has done one, so that an idle device costs
-//! 41 series and one doing reads, writes and flushes 51.
+//! 47 series and one doing reads, writes and flushes 60, the budget.
+//! `process_cpu_seconds_total` is read at clock-tick precision
+//! (`process.rs`), the crate's other `process_*` metrics as they are.
 //! Every pool has its per-core counters for every reactor, zero or not.
 //!
 //! A collection never panics the daemon: a part of the engine that panics
@@ -28,6 +32,7 @@
 
 mod collector;
 mod http;
+mod process;
 
 #[cfg(test)]
 mod tests;
