@@ -10,10 +10,13 @@
 //! `process_cpu_seconds_total`, to the clock tick.
 //!
 //! Both processes listen on 127.0.0.1 only and are killed when the test
-//! ends, passed or failed; every wait is bounded.
+//! ends, passed or failed; every wait is bounded. The tests run one at a
+//! time ([`one_at_a_time`]): two of them measure CPU time and latency, which
+//! another test's busy-polling reactor on the same CPU would distort.
 
 use std::io::Write;
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use io_engine_api::v1 as pb;
@@ -23,6 +26,13 @@ use io_engine_tests::prometheus::{Prometheus, run_perf, value};
 use io_engine_tests::tools::{TempDir, system_tool};
 use io_engine_tests::{available_cpus, http, output_with_input};
 use serde_json::Value;
+
+/// Serializes this file's tests (see the module's comment); a test that
+/// failed holding it leaves it usable.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Longest a `promtool` run may take.
 const PROMTOOL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -58,6 +68,7 @@ fn scrape(d: &Daemon) -> Vec<u8> {
 
 #[test]
 fn promtool_accepts_the_exposition_idle_and_after_io() {
+    let _serial = one_at_a_time();
     // promtool itself must reject a broken exposition, or its verdict below
     // would mean nothing.
     let (ok, said) = promtool_check(b"io_engine_broken{bdev=\"x\" 1\n");
@@ -97,6 +108,7 @@ fn promtool_accepts_the_exposition_idle_and_after_io() {
 
 #[test]
 fn prometheus_scrapes_the_daemon() {
+    let _serial = one_at_a_time();
     let d = Daemon::start_quiet(["--bdev", DEVICE_URI]);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -229,6 +241,7 @@ fn samples_with(text: &str, label: &str) -> usize {
 
 #[test]
 fn a_100_device_scrape_stays_within_60_series_a_device_and_400_kb() {
+    let _serial = one_at_a_time();
     let mut args = Vec::new();
     for i in 0..100 {
         args.push("--bdev".to_string());
@@ -316,6 +329,7 @@ fn fio_clat(read: &Value, percentile: &str) -> f64 {
 
 #[test]
 fn prometheus_quantiles_of_nbd_reads_against_fio() {
+    let _serial = one_at_a_time();
     // A device on the work disk (uring, O_DIRECT, every block written so
     // that each read goes to the disk): its latency, not the client's own
     // work, makes most of what fio measures, as with any device that holds
@@ -480,6 +494,7 @@ fn cpu_seconds(d: &Daemon) -> f64 {
 
 #[test]
 fn a_busy_polling_reactor_counts_as_one_core_to_the_tick() {
+    let _serial = one_at_a_time();
     let cpu = available_cpus()[0].to_string();
     let d = Daemon::start(["--poll-mode", "busy", "-l", &cpu]);
     // Readings 250 ms apart for 3 s: the counter must follow a quarter of
