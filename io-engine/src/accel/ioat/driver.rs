@@ -227,19 +227,72 @@ fn bump(c: &AtomicU64, n: u64) {
     c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
 }
 
-/// A device a channel runs on.
+/// A device a channel runs on: its registers, its configuration space and
+/// the memory it reaches, tied together by [`Hardware::new`]'s contract
+/// (the fields are private so that safe code cannot pair a device with
+/// memory it does not reach).
 pub struct Hardware {
     /// A name for messages (a PCI address, `model-N`).
-    pub name: String,
+    name: String,
     /// Its BAR0 registers.
-    pub regs: Box<dyn Registers>,
+    regs: Box<dyn Registers>,
     /// Its PCI configuration space.
-    pub pci: Box<dyn PciConfig>,
+    pci: Box<dyn PciConfig>,
     /// Memory it can reach.
-    pub mem: Arc<dyn DmaMemory>,
+    mem: Arc<dyn DmaMemory>,
     /// Whatever must live as long as the channel (a VFIO device, a model,
     /// the registration of the mapper that makes memory visible to it).
-    pub keep: Option<Box<dyn std::any::Any + Send>>,
+    keep: Option<Box<dyn std::any::Any + Send>>,
+}
+
+impl Hardware {
+    /// The device behind `regs` and `pci`, named `name` in messages, which
+    /// reaches memory as `mem` says; `keep` lives as long as the channel
+    /// (and is dropped after the device is stopped).
+    ///
+    /// # Safety
+    ///
+    /// `regs` and `pci` are one I/OAT function's BAR0 and configuration
+    /// space (or a model's), and `mem` describes memory that function
+    /// reaches ([`DmaMemory`]'s contract): every IOVA the channel takes
+    /// from `mem` names, for this device, the memory `mem` says it does
+    /// (an IOMMU mapping of the function's container, the model's own
+    /// address space). The channel writes those IOVAs into registers and
+    /// descriptors, so a mismatch would let the device write memory
+    /// nobody gave it.
+    pub unsafe fn new(
+        name: String,
+        regs: Box<dyn Registers>,
+        pci: Box<dyn PciConfig>,
+        mem: Arc<dyn DmaMemory>,
+        keep: Option<Box<dyn std::any::Any + Send>>,
+    ) -> Hardware {
+        Hardware {
+            name,
+            regs,
+            pci,
+            mem,
+            keep,
+        }
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its configuration space (for the backends' tests).
+    #[cfg(test)]
+    pub(crate) fn pci(&self) -> &dyn PciConfig {
+        self.pci.as_ref()
+    }
+
+    /// Keeps `later` alive with the device too, dropped after what it
+    /// already keeps (the device first, then, say, the registration of the
+    /// mapper that keeps its memory mapped).
+    pub fn keep_also(&mut self, later: impl std::any::Any + Send) {
+        self.keep = Some(Box::new((self.keep.take(), later)));
+    }
 }
 
 /// One request as the driver keeps it until it completes (tasks are not
@@ -334,7 +387,11 @@ impl Channel {
     /// the completion word, resets the channel and runs one null descriptor
     /// through it (SPDK's `ioat_channel_start`, Linux `ioat3_dma_probe`).
     /// Bus mastering is the backend's to enable before.
-    pub fn start(hw: Hardware, cfg: DriverConfig) -> Result<Channel, StartError> {
+    ///
+    /// Crate-private: the channel programs the device with IOVAs from
+    /// `hw`'s memory, which is sound because [`Hardware::new`]'s contract
+    /// (an `unsafe fn`) ties that memory to the device.
+    pub(crate) fn start(hw: Hardware, cfg: DriverConfig) -> Result<Channel, StartError> {
         let size = cfg.ring_size;
         if !size.is_power_of_two() || !(16..=65536).contains(&size) {
             return Err(StartError::RingSize(size));
