@@ -170,6 +170,34 @@ pub enum StartError {
          {0:#x}: the function is unreachable"
     )]
     ChanErrInt(u32),
+    /// CHANERR_INT did not clear when written back (read after the write).
+    #[error(
+        "ioat {device}: the internal channel error register (CHANERR_INT, config space 0x180) \
+         still reads {after:#x} after {before:#x} was written back to clear it: the channel \
+         would stay halted after its reset; the device is refused"
+    )]
+    ChanErrIntStuck {
+        /// The device.
+        device: String,
+        /// What was read and written back.
+        before: u32,
+        /// What it read after.
+        after: u32,
+    },
+    /// Relaxed ordering stays enabled in Device Control after it was
+    /// cleared (read after the write).
+    #[error(
+        "ioat {device}: relaxed ordering stays enabled in the PCI Express Device Control \
+         register (reads {devctl:#06x} after the bit was cleared): the device's completion \
+         write could pass the data writes before it, so a request could be reported done \
+         before its data landed; the device is refused"
+    )]
+    RelaxedOrdering {
+        /// The device.
+        device: String,
+        /// Device Control as read back.
+        devctl: u16,
+    },
     /// A ring size that is not a power of two in 16..=65536.
     #[error("ring size {0} must be a power of two from 16 to 65536")]
     RingSize(u32),
@@ -417,7 +445,7 @@ impl Channel {
         let Some(max_xfer) = spec::max_transfer(xfercap) else {
             return Err(StartError::XferCap(xfercap));
         };
-        clear_relaxed_ordering(&hw);
+        clear_relaxed_ordering(&hw)?;
         let chanerr_int = spec::has_chanerr_int(cbver, hw.pci.device_id());
         let ring = match hw.mem.alloc(completion_offset(size) + spec::DESC_SIZE) {
             Ok(r) => r,
@@ -598,6 +626,16 @@ impl Channel {
                 return Err(StartError::ChanErrInt(int));
             }
             self.hw.pci.write32(spec::CHANERR_INT, int);
+            // Read back: a latched error that does not clear keeps the
+            // channel halted through the reset.
+            let after = self.hw.pci.read32(spec::CHANERR_INT);
+            if after & int != 0 {
+                return Err(StartError::ChanErrIntStuck {
+                    device: self.hw.name.clone(),
+                    before: int,
+                    after,
+                });
+            }
         }
         self.command(chancmd::RESET);
         self.wait("the channel reset", |c| {
@@ -1228,26 +1266,29 @@ impl Channel {
 
 /// Clears Relaxed Ordering in the function's PCI Express Device Control
 /// register, as Linux `ioat3_dma_probe` does (the completion write must not
-/// pass the data writes before it). A function without the capability has
-/// nothing to clear; one whose bit does not clear is logged.
-fn clear_relaxed_ordering(hw: &Hardware) {
+/// pass the data writes before it: the driver reports a request done on
+/// the strength of that write). A function without the capability has
+/// nothing to clear; one whose bit does not clear (read back after the
+/// write) is refused.
+fn clear_relaxed_ordering(hw: &Hardware) -> Result<(), StartError> {
     let pci = hw.pci.as_ref();
     let Some(cap) = find_capability(pci, spec::PCI_CAP_ID_EXP) else {
-        return;
+        return Ok(());
     };
     let at = cap + spec::PCI_EXP_DEVCTL;
     let ctl = pci.read16(at);
     if ctl & spec::PCI_EXP_DEVCTL_RELAX_EN == 0 {
-        return;
+        return Ok(());
     }
     pci.write16(at, ctl & !spec::PCI_EXP_DEVCTL_RELAX_EN);
-    if pci.read16(at) & spec::PCI_EXP_DEVCTL_RELAX_EN != 0 {
-        tracing::warn!(
-            "ioat {}: relaxed ordering stays enabled in Device Control ({:#x})",
-            hw.name,
-            pci.read16(at)
-        );
+    let devctl = pci.read16(at);
+    if devctl & spec::PCI_EXP_DEVCTL_RELAX_EN != 0 {
+        return Err(StartError::RelaxedOrdering {
+            device: hw.name.clone(),
+            devctl,
+        });
     }
+    Ok(())
 }
 
 impl Drop for Channel {

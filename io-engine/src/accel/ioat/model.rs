@@ -26,7 +26,10 @@
 //!   has relaxed ordering on at power-on, and CHANERR_INT at 0x180 (write 1
 //!   to clear) on functions that have it (CBVER below 3.3, or SKX's device
 //!   id: [`spec::has_chanerr_int`]), where every error CHANERR gets is
-//!   latched too. Other offsets read 0 and ignore writes.
+//!   latched too. Other offsets read 0 and ignore writes. With
+//!   [`ModelConfig::sticky_relaxed_ordering`] the relaxed-ordering bit
+//!   stays set whatever is written; with
+//!   [`ModelConfig::sticky_chanerr_int`] CHANERR_INT ignores writes.
 //! - Bus mastering off: no descriptor is fetched or executed, and the
 //!   command write returns only once none is in progress (the device
 //!   thread holds a lock across each command and descriptor). A
@@ -142,6 +145,12 @@ pub struct ModelConfig {
     /// The function has a function-level reset (else only bus mastering
     /// off stops its DMA).
     pub function_reset: bool,
+    /// Device Control's relaxed-ordering bit ignores writes: it stays set
+    /// (a function or platform that forces it on).
+    pub sticky_relaxed_ordering: bool,
+    /// CHANERR_INT ignores writes: an error latched there stays (on a
+    /// function that has it).
+    pub sticky_chanerr_int: bool,
     /// How long the device thread spins idle before it parks.
     pub spin: Duration,
 }
@@ -159,6 +168,8 @@ impl Default for ModelConfig {
             hide_null_address: false,
             split_chain_writes: false,
             function_reset: true,
+            sticky_relaxed_ordering: false,
+            sticky_chanerr_int: false,
             spin: Duration::from_micros(50),
         }
     }
@@ -616,9 +627,18 @@ impl Shared {
                 self.command.store(v as u16, Ordering::Release);
             }
             o if o == PCIE_CAP + spec::PCI_EXP_DEVCTL => {
-                self.devctl.store(v as u16, Ordering::Release)
+                let sticky = if self.cfg.sticky_relaxed_ordering {
+                    spec::PCI_EXP_DEVCTL_RELAX_EN
+                } else {
+                    0
+                };
+                self.devctl.store(v as u16 | sticky, Ordering::Release)
             }
-            o if o == spec::CHANERR_INT && width == 32 && self.has_chanerr_int() => {
+            o if o == spec::CHANERR_INT
+                && width == 32
+                && self.has_chanerr_int()
+                && !self.cfg.sticky_chanerr_int =>
+            {
                 self.chanerr_int.fetch_and(!(v as u32), Ordering::AcqRel);
             }
             _ => {}
