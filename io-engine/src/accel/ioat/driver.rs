@@ -53,7 +53,12 @@
 //! descriptor it completed. That write follows every earlier data write,
 //! so what it names is done: Linux's `ioat_eh` cleans up to it and fails
 //! the descriptor at the tail. (SPDK sets only ANY_ERR_ABORT_EN and so
-//! never learns which descriptors completed before a halt.)
+//! never learns which descriptors completed before a halt.) A halt whose
+//! completion write never lands (lost, or a device that makes none) is
+//! found through CHANSTS at the first stall check after it (the word has
+//! stood still for [`DriverConfig::stall_check`], 100 us by default), as
+//! Linux's `ioat_timer_event` reads CHANSTS for a halt; not left to the
+//! timeout.
 //!
 //! Failures:
 //!
@@ -63,8 +68,12 @@
 //!   requests after it, which the device never started, are built again,
 //!   in order, after the channel is reset and brought up again, and
 //!   complete normally.
+//! - HALTED in CHANSTS at a stall check, with no HALTED completion word:
+//!   which descriptors completed is unknown, so, as on a timeout, the
+//!   channel is reset and every request in the ring fails with
+//!   `EngineError`; the backlog is built on the new ring.
 //! - No progress of the completion word for [`DriverConfig::timeout`]
-//!   (a stall, a halt whose completion write cannot land): every request
+//!   (a stall, a device that stopped without halting): every request
 //!   in flight fails with `EngineError` (the device may have done part of
 //!   any of them), the channel is reset and brought up again, and the
 //!   backlog is built on the new ring. A slow device whose word or CHANSTS
@@ -1091,6 +1100,13 @@ impl Channel {
             self.progress = tsc::now();
             return true;
         }
+        // Halted, and the completion word (read after CHANSTS) does not
+        // say so: its halt write was lost, or the device makes none. Act
+        // now rather than wait out the timeout.
+        if chansts::state(st) == chansts::HALTED {
+            self.halted_unreported(st, done);
+            return true;
+        }
         // Idle at the last descriptor handed over: done with everything,
         // yet the word is short of it (a stale IDLE from before the
         // doorbell names an earlier descriptor).
@@ -1193,6 +1209,25 @@ impl Channel {
         for r in again.into_iter().rev() {
             self.backlog.push_front(r);
         }
+        self.restart(done);
+    }
+
+    /// CHANSTS says HALTED but the completion word does not (no halt
+    /// write landed): which descriptors completed is unknown (CHANSTS's
+    /// address is not proof that their data landed), so, as on a timeout,
+    /// the channel is reset (proving the device stopped) and every request
+    /// in the ring fails with `EngineError`; the backlog is built on the
+    /// new ring. Found at the first stall check after the halt
+    /// ([`DriverConfig::stall_check`]), not after the timeout.
+    fn halted_unreported(&mut self, st: u64, done: &mut Vec<(TaskId, Completion)>) {
+        bump(&self.counters.halts, 1);
+        tracing::warn!(
+            "ioat {}: channel halted (CHANSTS {st:#x}), {}, with no halt written to the \
+             completion word; failing the {} requests in flight and resetting the channel",
+            self.hw.name,
+            self.halt_errors(),
+            self.in_ring
+        );
         self.restart(done);
     }
 

@@ -69,7 +69,8 @@
 //!   value (CHANCMD). With ANY_ERR_ABORT_EN in CHANCTRL they halt the
 //!   channel: the completion word, when CHANCTRL has ERR_COMPLETION_EN,
 //!   then CHANSTS read HALTED with the address of the last completed
-//!   descriptor. Without ANY_ERR_ABORT_EN (the model's reading of the bit's
+//!   descriptor ([`ModelConfig::silent_halt`] loses that completion
+//!   write: only CHANSTS shows the halt). Without ANY_ERR_ABORT_EN (the model's reading of the bit's
 //!   name and of Linux's `registers.h`, which sets it in
 //!   `IOAT_CHANCTRL_RUN`; no specification text was at hand) an error in a
 //!   descriptor's transfer or completion write is latched in CHANERR and
@@ -151,6 +152,10 @@ pub struct ModelConfig {
     /// CHANERR_INT ignores writes: an error latched there stays (on a
     /// function that has it).
     pub sticky_chanerr_int: bool,
+    /// A halt does not write the completion word, even with
+    /// ERR_COMPLETION_EN (a device whose halt write is lost, or that does
+    /// not make one): only CHANSTS shows HALTED.
+    pub silent_halt: bool,
     /// How long the device thread spins idle before it parks.
     pub spin: Duration,
 }
@@ -170,6 +175,7 @@ impl Default for ModelConfig {
             function_reset: true,
             sticky_relaxed_ordering: false,
             sticky_chanerr_int: false,
+            silent_halt: false,
             spin: Duration::from_micros(50),
         }
     }
@@ -1252,8 +1258,11 @@ impl Device {
         // Writes made before the error land first.
         self.release_in(&g, true);
         // With ERR_COMPLETION_EN the completion word says HALTED and names
-        // the last completed descriptor (Linux's `ioat_eh` reads it).
-        if s.chanctrl.load(Ordering::Acquire) & chanctrl::ERR_COMPLETION_EN != 0 {
+        // the last completed descriptor (Linux's `ioat_eh` reads it), unless
+        // the model is told to lose that write.
+        if s.chanctrl.load(Ordering::Acquire) & chanctrl::ERR_COMPLETION_EN != 0
+            && !s.cfg.silent_halt
+        {
             let _ = self.write_completion(&g, self.last | chansts::HALTED);
         }
         self.publish();

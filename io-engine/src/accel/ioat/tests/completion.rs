@@ -344,3 +344,59 @@ fn an_unmap_racing_a_long_copy_returns_only_after_the_copy() {
     assert_eq!(done, vec![(1, Completion::SUCCESS)]);
     assert!(bytes(src.as_ptr(), len) == bytes(dst.as_ptr(), len));
 }
+
+#[test]
+fn a_halt_that_only_chansts_shows_fails_the_work_at_once_not_at_the_timeout() {
+    // The halt writes no completion word: only CHANSTS says HALTED. The
+    // timeout is long; the stall check (1 ms) must find the halt.
+    let timeout = Duration::from_secs(5);
+    let (mut ch, h) = channel(
+        ModelConfig {
+            silent_halt: true,
+            ..ModelConfig::default()
+        },
+        DriverConfig {
+            timeout,
+            stall_check: Duration::from_millis(1),
+            ..DriverConfig::default()
+        },
+    );
+    let src = region(1 << 16);
+    let dst = region(1 << 16);
+    scribble(src.as_ptr(), 1 << 16, 5);
+    let at = |r: &DmaRegion, i: usize| {
+        // SAFETY: i < 16, inside the region.
+        unsafe { r.as_ptr().add(i * 4096) }
+    };
+    h.faults().fail_nth(2);
+    let tasks: Vec<Task> = (0..4)
+        .map(|i| copy_task(at(&dst, i), at(&src, i), 4096))
+        .collect();
+    let start = Instant::now();
+    let mut done = Vec::new();
+    ch.submit(&tasks, 0, &mut done);
+    let got = statuses(&mut ch, 4);
+    let took = start.elapsed();
+    assert_eq!(got.len(), 4, "{got:?} after {took:?}");
+    assert!(
+        took < Duration::from_millis(500),
+        "the halt was reported after {took:?} (timeout {timeout:?})"
+    );
+    assert!(
+        got.iter().any(|(_, s)| *s == Status::EngineError),
+        "{got:?}"
+    );
+    let c = ch.counters();
+    assert_eq!(c.timeouts.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(c.halts.load(std::sync::atomic::Ordering::Relaxed), 1);
+    // The channel was reset and serves again.
+    let tasks: Vec<Task> = (8..12)
+        .map(|i| copy_task(at(&dst, i), at(&src, i), 4096))
+        .collect();
+    ch.submit(&tasks, 8, &mut done);
+    assert_eq!(
+        statuses(&mut ch, 4),
+        (8..12).map(|i| (i, Status::Success)).collect::<Vec<_>>()
+    );
+    assert!(bytes(at(&src, 8), 4 * 4096) == bytes(at(&dst, 8), 4 * 4096));
+}
