@@ -17,7 +17,13 @@
 //! descriptor remembers its task (a zero-length request is one null
 //! descriptor). A submission builds every request of a batch, then
 //! flushes once: "completion update" on the batch's last descriptor (not
-//! yet handed over), then one DMACOUNT write. No slot is written once the
+//! yet handed over), then one DMACOUNT write. A batch's work between two
+//! completion writes is bounded ([`WorkBound`]: what a channel at an
+//! assumed slowest rate does in a quarter of the timeout, 64 MiB and
+//! 25 000 descriptors by default): a descriptor is at most the bound's
+//! bytes, and when the next one would take the stretch past the bound,
+//! the one before it gets "completion update" too, so a long legitimate
+//! batch shows progress well before the timeout. No slot is written once the
 //! doorbell has handed it over. A request that does not fit the free
 //! slots waits (in order) in a backlog and is built when completions free
 //! slots; nothing is failed for lack of room.
@@ -128,6 +134,42 @@ pub struct DriverConfig {
     /// descriptor; real hardware needs microseconds, the device model's
     /// thread may wait for a CPU on a busy machine.
     pub start_timeout: Duration,
+    /// The slowest data rate (bytes per second) the driver assumes of a
+    /// busy channel, to bound the work between two completion writes
+    /// ([`WorkBound`]).
+    pub min_rate: u64,
+    /// The slowest descriptor rate (descriptors per second) it assumes,
+    /// likewise.
+    pub min_descriptor_rate: u64,
+}
+
+/// The most work the driver puts between two completion writes (and in
+/// one descriptor): what a channel at [`DriverConfig::min_rate`] and
+/// [`DriverConfig::min_descriptor_rate`] finishes in a quarter of
+/// [`DriverConfig::timeout`], so that a long legitimate batch writes its
+/// completion word well before the timeout could fire. With the defaults
+/// (1 s, 256 MiB/s, 100 000 descriptors/s): 64 MiB and 25 000
+/// descriptors, more than a default ring of 4096 descriptors of a few
+/// KiB holds, so batches of small requests keep one completion write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkBound {
+    /// Bytes between two completion writes, and the largest descriptor
+    /// (whole 4 KiB pages, at least one: the smallest XFERCAP).
+    pub bytes: u64,
+    /// Descriptors between two completion writes (at least 1).
+    pub descriptors: u32,
+}
+
+impl WorkBound {
+    /// The bound for `cfg`.
+    pub fn of(cfg: &DriverConfig) -> WorkBound {
+        let budget = cfg.timeout / 4;
+        let scale = |rate: u64| (rate as u128 * budget.as_nanos() / 1_000_000_000) as u64;
+        WorkBound {
+            bytes: (scale(cfg.min_rate) / 4096 * 4096).max(4096),
+            descriptors: scale(cfg.min_descriptor_rate).clamp(1, u32::MAX as u64) as u32,
+        }
+    }
 }
 
 impl Default for DriverConfig {
@@ -137,12 +179,24 @@ impl Default for DriverConfig {
             timeout: Duration::from_secs(1),
             stall_check: Duration::from_micros(100),
             start_timeout: Duration::from_secs(1),
+            min_rate: DEFAULT_MIN_RATE,
+            min_descriptor_rate: DEFAULT_MIN_DESCRIPTOR_RATE,
         }
     }
 }
 
 /// Descriptors per ring unless told otherwise.
 pub const DEFAULT_RING_SIZE: u32 = 4096;
+
+/// The data rate the driver assumes of a channel unless told otherwise:
+/// 256 MiB/s, an order of magnitude below what one I/OAT channel moves
+/// (a few GB/s), so that a channel sharing memory bandwidth with
+/// everything else still meets it.
+pub const DEFAULT_MIN_RATE: u64 = 256 << 20;
+
+/// The descriptor rate assumed unless told otherwise: 100 000 a second
+/// (10 us each), far below a channel's millions.
+pub const DEFAULT_MIN_DESCRIPTOR_RATE: u64 = 100_000;
 
 /// Longest request a channel takes: a quarter of the ring's descriptors at
 /// the device's largest transfer (so a request always fits an empty ring,
@@ -392,6 +446,15 @@ pub struct Channel {
     /// Requests waiting for ring space, in order.
     backlog: VecDeque<Request>,
     max_xfer: u64,
+    /// The largest descriptor built: XFERCAP's transfer, at most the
+    /// work bound's bytes.
+    xfer: u64,
+    /// The most work between two completion writes.
+    bound: WorkBound,
+    /// Bytes and descriptors built since the last one marked with
+    /// "completion update" (or the last handed over).
+    unmarked_bytes: u64,
+    unmarked_descs: u32,
     fill: bool,
     cbver: u8,
     /// Whether the function has CHANERR_INT ([`spec::has_chanerr_int`]).
@@ -456,6 +519,7 @@ impl Channel {
         };
         clear_relaxed_ordering(&hw)?;
         let chanerr_int = spec::has_chanerr_int(cbver, hw.pci.device_id());
+        let bound = WorkBound::of(&cfg);
         let ring = match hw.mem.alloc(completion_offset(size) + spec::DESC_SIZE) {
             Ok(r) => r,
             Err(e) => return Err(StartError::Memory(e)),
@@ -475,6 +539,10 @@ impl Channel {
             in_ring: 0,
             backlog: VecDeque::with_capacity(size as usize),
             max_xfer,
+            xfer: max_xfer.min(bound.bytes),
+            bound,
+            unmarked_bytes: 0,
+            unmarked_descs: 0,
             fill,
             cbver,
             chanerr_int,
@@ -510,9 +578,15 @@ impl Channel {
         self.max_xfer
     }
 
-    /// The longest request this channel takes.
+    /// The longest request this channel takes (its descriptors at most
+    /// the work bound's bytes each).
     pub fn max_request(&self) -> usize {
-        max_request(self.size, self.max_xfer)
+        max_request(self.size, self.xfer)
+    }
+
+    /// The most work the channel puts between two completion writes.
+    pub fn work_bound(&self) -> WorkBound {
+        self.bound
     }
 
     /// CBVER.
@@ -726,6 +800,8 @@ impl Channel {
         self.flushed = 0;
         self.last_seen = 0;
         self.in_ring = 0;
+        self.unmarked_bytes = 0;
+        self.unmarked_descs = 0;
         self.window_gen = u64::MAX;
         bump(&self.counters.starts, 1);
 
@@ -799,6 +875,8 @@ impl Channel {
         let off = self.slot_off(self.head.wrapping_sub(1)) + desc::CONTROL;
         let ctl = self.ring.read_u32(off);
         self.ring.write_u32(off, ctl | control::COMPLETION_UPDATE);
+        self.unmarked_bytes = 0;
+        self.unmarked_descs = 0;
         if self.in_ring > 0 && self.progress_idle() {
             self.progress = tsc::now();
         }
@@ -852,6 +930,8 @@ impl Channel {
         self.ring.write_u64(off + desc::DST, 0);
         self.slots[(self.head & self.mask) as usize] = None;
         self.head = self.head.wrapping_add(1);
+        self.unmarked_bytes = 0;
+        self.unmarked_descs = 0;
     }
 
     /// Writes the descriptors of `r`, or none of them ("completion update"
@@ -860,6 +940,7 @@ impl Channel {
     /// descriptor for null transfer"), which carries completion update.
     fn build(&mut self, r: Request) -> Result<(), BuildError> {
         let start = self.head;
+        let saved = (self.unmarked_bytes, self.unmarked_descs);
         let empty = self.head == self.tail;
         if r.len == 0 {
             if self.free_slots() == 0 {
@@ -870,7 +951,7 @@ impl Channel {
         let mut done = 0usize;
         while done < r.len {
             if self.free_slots() == 0 {
-                self.head = start;
+                self.undo(start, saved);
                 return Err(if empty {
                     BuildError::TooBig
                 } else {
@@ -879,20 +960,21 @@ impl Channel {
             }
             let left = r.len - done;
             let Some((dst, dlen)) = self.translate(r.dst + done, left) else {
-                self.head = start;
+                self.undo(start, saved);
                 return Err(BuildError::NoIova);
             };
-            let mut n = dlen.min(self.max_xfer as usize);
+            let mut n = dlen.min(self.xfer as usize);
             let (src, opcode) = if r.fill {
                 (spec::fill_pattern(r.pattern), op::FILL)
             } else {
                 let Some((src, slen)) = self.translate(r.src + done, left) else {
-                    self.head = start;
+                    self.undo(start, saved);
                     return Err(BuildError::NoIova);
                 };
                 n = n.min(slen);
                 (src, op::COPY)
             };
+            self.bound_work(n as u64);
             let ctl = control::with_op(opcode, 0);
             let off = self.slot_off(self.head);
             self.ring.write_u32(off + desc::SIZE, n as u32);
@@ -910,6 +992,34 @@ impl Channel {
         );
         self.in_ring += 1;
         Ok(())
+    }
+
+    /// Before a descriptor of `n` bytes is built at the head: when it
+    /// would take the work since the last completion write past the bound
+    /// ([`WorkBound`]), the descriptor before it, if not yet handed over,
+    /// gets "completion update", so that no stretch between two
+    /// completion writes holds more than the bound (each descriptor holds
+    /// at most the bound's bytes). Retiring through a descriptor that ends
+    /// no request is fine: the request is reported at its last one.
+    fn bound_work(&mut self, n: u64) {
+        let over = self.unmarked_bytes + n > self.bound.bytes
+            || self.unmarked_descs >= self.bound.descriptors;
+        if over && self.head != self.flushed {
+            let off = self.slot_off(self.head.wrapping_sub(1)) + desc::CONTROL;
+            let ctl = self.ring.read_u32(off);
+            self.ring.write_u32(off, ctl | control::COMPLETION_UPDATE);
+            self.unmarked_bytes = 0;
+            self.unmarked_descs = 0;
+        }
+        self.unmarked_bytes += n;
+        self.unmarked_descs += 1;
+    }
+
+    /// Takes back the descriptors built from `start` on (none was handed
+    /// over), and the work count from before them.
+    fn undo(&mut self, start: u32, saved: (u64, u32)) {
+        self.head = start;
+        (self.unmarked_bytes, self.unmarked_descs) = saved;
     }
 
     /// Builds `r`, or queues it, or completes it as refused.

@@ -56,7 +56,9 @@
 //!   each descriptor with "completion update" the completion word at
 //!   CHANCMP gets its address and the state (ACTIVE, or IDLE once the
 //!   count reaches DMACOUNT); then CHANSTS shows the same, so CHANSTS
-//!   never shows a descriptor done before its completion write.
+//!   never shows a descriptor done before its completion write. CHANSTS
+//!   shows every descriptor done as it finishes, or, with
+//!   [`ModelConfig::quiet_status`], only those with "completion update".
 //! - The device holds its IOVA map (an [`IovaGuard`]) from a descriptor's
 //!   fetch to its completion write: an unmap waits for the descriptor in
 //!   progress, as the `DmaMapper` contract ("the device must no longer use
@@ -82,7 +84,7 @@
 //!   it, the data of the descriptors it covers visible only then, CHANSTS
 //!   naming each descriptor as it starts: a device whose posted writes land
 //!   late); a slow but alive device (each data descriptor takes a set
-//!   time); manual stepping ([`ModelHandle::step`]), for tests that must
+//!   time, or moves its bytes at a set rate); manual stepping ([`ModelHandle::step`]), for tests that must
 //!   see the same interleaving every run.
 //! - With [`ModelConfig::hide_null_address`] a null descriptor leaves
 //!   CHANSTS's and the completion word's address at the descriptor before
@@ -156,6 +158,10 @@ pub struct ModelConfig {
     /// ERR_COMPLETION_EN (a device whose halt write is lost, or that does
     /// not make one): only CHANSTS shows HALTED.
     pub silent_halt: bool,
+    /// CHANSTS's address and state move only with completion writes (and
+    /// halts, commands), not after every descriptor: a long batch shows no
+    /// sign of life until its completion write.
+    pub quiet_status: bool,
     /// How long the device thread spins idle before it parks.
     pub spin: Duration,
 }
@@ -176,6 +182,7 @@ impl Default for ModelConfig {
             sticky_relaxed_ordering: false,
             sticky_chanerr_int: false,
             silent_halt: false,
+            quiet_status: false,
             spin: Duration::from_micros(50),
         }
     }
@@ -286,6 +293,8 @@ pub struct Faults {
     status_reads: AtomicU64,
     /// Nanoseconds each data descriptor takes (0: no delay).
     slow_ns: AtomicU64,
+    /// Bytes per second data descriptors move at (0: no limit).
+    rate: AtomicU64,
     /// The device runs descriptors only when [`ModelHandle::step`] asks.
     manual: AtomicBool,
     step_req: AtomicU64,
@@ -325,6 +334,7 @@ impl Faults {
         self.config_stuck.store(false, Ordering::Release);
         self.hold.store(0, Ordering::Release);
         self.slow_ns.store(0, Ordering::Release);
+        self.rate.store(0, Ordering::Release);
     }
 
     /// From now on a channel RESET never completes: CHANCMD keeps the
@@ -355,6 +365,13 @@ impl Faults {
     pub fn slow(&self, per_descriptor: Duration) {
         self.slow_ns
             .store(per_descriptor.as_nanos() as u64, Ordering::Release);
+    }
+
+    /// A device that moves `bytes_per_sec`: each data descriptor of `size`
+    /// bytes takes `size / bytes_per_sec` (as `slow`, the IOVA map held
+    /// meanwhile). 0 lifts the limit.
+    pub fn rate(&self, bytes_per_sec: u64) {
+        self.rate.store(bytes_per_sec, Ordering::Release);
     }
 
     /// Manual stepping: the device runs nothing (commands excepted) until
@@ -1500,7 +1517,9 @@ impl Device {
         }
         // The completion word first, then CHANSTS: a CHANSTS that shows a
         // descriptor done never precedes its completion write (unless held).
-        self.publish();
+        if !self.s.cfg.quiet_status || ctl & control::COMPLETION_UPDATE != 0 {
+            self.publish();
+        }
         self.s.descriptors.fetch_add(1, Ordering::Release);
         Ok(())
     }
@@ -1538,6 +1557,11 @@ impl Device {
         if slow > 0 {
             // A long transfer: the IOVA map stays held meanwhile.
             std::thread::sleep(Duration::from_nanos(slow));
+        }
+        let rate = f.rate.load(Ordering::Acquire);
+        if rate > 0 {
+            let ns = size as u128 * 1_000_000_000 / rate as u128;
+            std::thread::sleep(Duration::from_nanos(ns as u64));
         }
         let len = size as usize;
         let to = g.resolve(dst, size as u64).ok_or(chanerr::DEST_ADDR)?;
