@@ -20,8 +20,9 @@ use crate::env::dma::{DmaError, DmaRegion, DmaSlice, check_memory};
 /// region, and `&DmaChunk` gives only shared (read) access to the bytes.
 pub struct DmaChunk(DmaSlice);
 
-/// The slice's base, length, IOVA and raw-pointer access; the chunk adds
-/// the owner's slices below.
+/// The slice's base, length and raw-pointer access; the chunk adds the
+/// owner's slices below. (A chunk has no IOVA: an engine that hands it to
+/// a device translates its address through its own mapper.)
 impl std::ops::Deref for DmaChunk {
     type Target = DmaSlice;
 
@@ -51,7 +52,7 @@ impl DmaChunk {
 impl std::fmt::Debug for DmaChunk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DmaChunk")
-            .field("iova", &format_args!("{:#x}", self.iova()))
+            .field("addr", &self.as_ptr())
             .field("len", &self.len())
             .finish()
     }
@@ -111,12 +112,7 @@ impl BufPool {
         let pool = ObjectPool::new(config, |i| {
             // `offset + size <= total <= region.len()`.
             let offset = i * stride;
-            DmaChunk(DmaSlice::new(
-                region.clone(),
-                offset,
-                size,
-                region.iova(offset),
-            ))
+            DmaChunk(DmaSlice::new(region.clone(), offset, size))
         })?;
         Ok(BufPool { pool, size })
     }
@@ -150,7 +146,6 @@ mod tests {
         assert!(p.get().is_none());
         for (i, b) in bufs.iter_mut().enumerate() {
             assert_eq!(b.as_ptr() as usize % BUF_ALIGN, 0);
-            assert_eq!(b.iova(), b.as_ptr() as u64);
             b.as_mut_slice().fill(i as u8);
         }
         for (i, b) in bufs.iter().enumerate() {

@@ -144,10 +144,10 @@ impl IoatDevices {
             .hardware
             .into_iter()
             .map(|(mut hw, cfg)| {
-                hw.keep = Some(Box::new(Kept {
-                    _device: hw.keep.take(),
-                    _mapping: mapping.clone(),
-                }));
+                // The device first (dropping it resets a VFIO function or
+                // stops a model), then the registration (dropping the last
+                // one unmaps the memory).
+                hw.keep_also(mapping.clone());
                 (hw, cfg)
             })
             .collect();
@@ -157,22 +157,15 @@ impl IoatDevices {
     }
 }
 
-/// What a started device keeps: the device first (dropping it resets a
-/// VFIO function or stops a model), then the registration (dropping the
-/// last one unmaps the memory): fields drop in this order.
-struct Kept {
-    _device: Option<Box<dyn std::any::Any + Send>>,
-    _mapping: Arc<MapperRegistration>,
-}
-
 /// Several devices' mappers as one (VFIO functions and model devices in
 /// one module).
 struct Mappers(Vec<Arc<dyn DmaMapper>>);
 
 impl DmaMapper for Mappers {
-    fn map(&self, addr: usize, len: usize) {
+    unsafe fn map(&self, addr: usize, len: usize) {
         for m in &self.0 {
-            m.map(addr, len);
+            // SAFETY: the caller's contract, passed on unchanged.
+            unsafe { m.map(addr, len) };
         }
     }
     fn unmap(&self, addr: usize, len: usize) {
@@ -185,11 +178,16 @@ impl DmaMapper for Mappers {
 #[cfg(any(test, feature = "ioat-model"))]
 /// A model device as hardware for a channel (the channel keeps it alive).
 pub fn model_hardware(m: IoatModel) -> Hardware {
-    Hardware {
-        name: m.name(),
-        regs: Box::new(m.registers()),
-        pci: Box::new(m.pci_config()),
-        mem: Arc::new(m.memory()),
-        keep: Some(Box::new(m)),
+    // SAFETY: the model's registers and configuration space, and its own
+    // memory (its IOVA map, which its device thread resolves every address
+    // through): the device reaches exactly what `memory()` says.
+    unsafe {
+        Hardware::new(
+            m.name(),
+            Box::new(m.registers()),
+            Box::new(m.pci_config()),
+            Arc::new(m.memory()),
+            Some(Box::new(m)),
+        )
     }
 }

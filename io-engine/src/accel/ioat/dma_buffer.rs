@@ -24,31 +24,59 @@ use crate::env::dma::{DmaRegion, DmaSlice};
 /// borrowed, while the device writes this memory at any time, so no
 /// reference to it may exist. The two stay separate views of the slice so
 /// that neither access can reach the other's memory.
+///
+/// Its IOVA is where the device sees its first byte, as the mapper that
+/// made the region visible to the device said ([`DmaMemory::alloc`]):
+/// made only inside the crate, and only through [`DmaBuffer::new`]'s
+/// contract, so that safe code cannot hand the device an address it does
+/// not own.
+///
+/// [`DmaMemory::alloc`]: super::DmaMemory::alloc
 #[derive(Debug)]
-pub struct DmaBuffer(DmaSlice);
+pub struct DmaBuffer {
+    slice: DmaSlice,
+    iova: u64,
+}
 
-/// The slice's base, length, IOVA and raw-pointer access; the buffer adds
-/// the atomic accessors below.
+/// The slice's base, length and raw-pointer access; the buffer adds its
+/// IOVA and the atomic accessors below.
 impl std::ops::Deref for DmaBuffer {
     type Target = DmaSlice;
 
     #[inline]
     fn deref(&self) -> &DmaSlice {
-        &self.0
+        &self.slice
     }
 }
 
 impl DmaBuffer {
     /// The whole of `region`, whose first byte the device sees at `iova`.
-    pub fn new(region: Arc<DmaRegion>, iova: u64) -> DmaBuffer {
+    ///
+    /// # Safety
+    ///
+    /// The device reaches `region`, all of it, at `iova..iova + len` (a
+    /// mapper mapped it there), and it stays mapped there for as long as
+    /// the buffer lives: the driver hands the device addresses computed
+    /// from `iova` (ring slots, the completion word), so a wrong `iova`
+    /// would point the device at memory the buffer does not own.
+    pub(crate) unsafe fn new(region: Arc<DmaRegion>, iova: u64) -> DmaBuffer {
         let len = region.len();
-        DmaBuffer(DmaSlice::new(region, 0, len, iova))
+        DmaBuffer {
+            slice: DmaSlice::new(region, 0, len),
+            iova,
+        }
+    }
+
+    /// The IOVA of the first byte: where the device sees it.
+    #[inline]
+    pub fn iova(&self) -> u64 {
+        self.iova
     }
 
     /// The 32-bit word at `off`, as an atomic.
     #[inline]
     fn word32(&self, off: usize) -> &AtomicU32 {
-        let p = self.0.at::<u32>(off);
+        let p = self.slice.at::<u32>(off);
         // SAFETY: in bounds and 4-aligned (checked by `at`); the memory is
         // mapped while `self` lives (the returned reference borrows it) and
         // is only ever accessed atomically (here, and by the device), never
@@ -59,7 +87,7 @@ impl DmaBuffer {
     /// The 64-bit word at `off`, as an atomic.
     #[inline]
     fn word64(&self, off: usize) -> &AtomicU64 {
-        let p = self.0.at::<u64>(off);
+        let p = self.slice.at::<u64>(off);
         // SAFETY: as for `word32`, 8-aligned (checked by `at`).
         unsafe { AtomicU64::from_ptr(p) }
     }

@@ -17,7 +17,13 @@
 //! descriptor remembers its task (a zero-length request is one null
 //! descriptor). A submission builds every request of a batch, then
 //! flushes once: "completion update" on the batch's last descriptor (not
-//! yet handed over), then one DMACOUNT write. No slot is written once the
+//! yet handed over), then one DMACOUNT write. A batch's work between two
+//! completion writes is bounded ([`WorkBound`]: what a channel at an
+//! assumed slowest rate does in a quarter of the timeout, 64 MiB and
+//! 25 000 descriptors by default): a descriptor is at most the bound's
+//! bytes, and when the next one would take the stretch past the bound,
+//! the one before it gets "completion update" too, so a long legitimate
+//! batch shows progress well before the timeout. No slot is written once the
 //! doorbell has handed it over. A request that does not fit the free
 //! slots waits (in order) in a backlog and is built when completions free
 //! slots; nothing is failed for lack of room.
@@ -53,7 +59,12 @@
 //! descriptor it completed. That write follows every earlier data write,
 //! so what it names is done: Linux's `ioat_eh` cleans up to it and fails
 //! the descriptor at the tail. (SPDK sets only ANY_ERR_ABORT_EN and so
-//! never learns which descriptors completed before a halt.)
+//! never learns which descriptors completed before a halt.) A halt whose
+//! completion write never lands (lost, or a device that makes none) is
+//! found through CHANSTS at the first stall check after it (the word has
+//! stood still for [`DriverConfig::stall_check`], 100 us by default), as
+//! Linux's `ioat_timer_event` reads CHANSTS for a halt; not left to the
+//! timeout.
 //!
 //! Failures:
 //!
@@ -63,8 +74,12 @@
 //!   requests after it, which the device never started, are built again,
 //!   in order, after the channel is reset and brought up again, and
 //!   complete normally.
+//! - HALTED in CHANSTS at a stall check, with no HALTED completion word:
+//!   which descriptors completed is unknown, so, as on a timeout, the
+//!   channel is reset and every request in the ring fails with
+//!   `EngineError`; the backlog is built on the new ring.
 //! - No progress of the completion word for [`DriverConfig::timeout`]
-//!   (a stall, a halt whose completion write cannot land): every request
+//!   (a stall, a device that stopped without halting): every request
 //!   in flight fails with `EngineError` (the device may have done part of
 //!   any of them), the channel is reset and brought up again, and the
 //!   backlog is built on the new ring. A slow device whose word or CHANSTS
@@ -119,6 +134,42 @@ pub struct DriverConfig {
     /// descriptor; real hardware needs microseconds, the device model's
     /// thread may wait for a CPU on a busy machine.
     pub start_timeout: Duration,
+    /// The slowest data rate (bytes per second) the driver assumes of a
+    /// busy channel, to bound the work between two completion writes
+    /// ([`WorkBound`]).
+    pub min_rate: u64,
+    /// The slowest descriptor rate (descriptors per second) it assumes,
+    /// likewise.
+    pub min_descriptor_rate: u64,
+}
+
+/// The most work the driver puts between two completion writes (and in
+/// one descriptor): what a channel at [`DriverConfig::min_rate`] and
+/// [`DriverConfig::min_descriptor_rate`] finishes in a quarter of
+/// [`DriverConfig::timeout`], so that a long legitimate batch writes its
+/// completion word well before the timeout could fire. With the defaults
+/// (1 s, 256 MiB/s, 100 000 descriptors/s): 64 MiB and 25 000
+/// descriptors, more than a default ring of 4096 descriptors of a few
+/// KiB holds, so batches of small requests keep one completion write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkBound {
+    /// Bytes between two completion writes, and the largest descriptor
+    /// (whole 4 KiB pages, at least one: the smallest XFERCAP).
+    pub bytes: u64,
+    /// Descriptors between two completion writes (at least 1).
+    pub descriptors: u32,
+}
+
+impl WorkBound {
+    /// The bound for `cfg`.
+    pub fn of(cfg: &DriverConfig) -> WorkBound {
+        let budget = cfg.timeout / 4;
+        let scale = |rate: u64| (rate as u128 * budget.as_nanos() / 1_000_000_000) as u64;
+        WorkBound {
+            bytes: (scale(cfg.min_rate) / 4096 * 4096).max(4096),
+            descriptors: scale(cfg.min_descriptor_rate).clamp(1, u32::MAX as u64) as u32,
+        }
+    }
 }
 
 impl Default for DriverConfig {
@@ -128,12 +179,24 @@ impl Default for DriverConfig {
             timeout: Duration::from_secs(1),
             stall_check: Duration::from_micros(100),
             start_timeout: Duration::from_secs(1),
+            min_rate: DEFAULT_MIN_RATE,
+            min_descriptor_rate: DEFAULT_MIN_DESCRIPTOR_RATE,
         }
     }
 }
 
 /// Descriptors per ring unless told otherwise.
 pub const DEFAULT_RING_SIZE: u32 = 4096;
+
+/// The data rate the driver assumes of a channel unless told otherwise:
+/// 256 MiB/s, an order of magnitude below what one I/OAT channel moves
+/// (a few GB/s), so that a channel sharing memory bandwidth with
+/// everything else still meets it.
+pub const DEFAULT_MIN_RATE: u64 = 256 << 20;
+
+/// The descriptor rate assumed unless told otherwise: 100 000 a second
+/// (10 us each), far below a channel's millions.
+pub const DEFAULT_MIN_DESCRIPTOR_RATE: u64 = 100_000;
 
 /// Longest request a channel takes: a quarter of the ring's descriptors at
 /// the device's largest transfer (so a request always fits an empty ring,
@@ -170,6 +233,34 @@ pub enum StartError {
          {0:#x}: the function is unreachable"
     )]
     ChanErrInt(u32),
+    /// CHANERR_INT did not clear when written back (read after the write).
+    #[error(
+        "ioat {device}: the internal channel error register (CHANERR_INT, config space 0x180) \
+         still reads {after:#x} after {before:#x} was written back to clear it: the channel \
+         would stay halted after its reset; the device is refused"
+    )]
+    ChanErrIntStuck {
+        /// The device.
+        device: String,
+        /// What was read and written back.
+        before: u32,
+        /// What it read after.
+        after: u32,
+    },
+    /// Relaxed ordering stays enabled in Device Control after it was
+    /// cleared (read after the write).
+    #[error(
+        "ioat {device}: relaxed ordering stays enabled in the PCI Express Device Control \
+         register (reads {devctl:#06x} after the bit was cleared): the device's completion \
+         write could pass the data writes before it, so a request could be reported done \
+         before its data landed; the device is refused"
+    )]
+    RelaxedOrdering {
+        /// The device.
+        device: String,
+        /// Device Control as read back.
+        devctl: u16,
+    },
     /// A ring size that is not a power of two in 16..=65536.
     #[error("ring size {0} must be a power of two from 16 to 65536")]
     RingSize(u32),
@@ -227,19 +318,72 @@ fn bump(c: &AtomicU64, n: u64) {
     c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
 }
 
-/// A device a channel runs on.
+/// A device a channel runs on: its registers, its configuration space and
+/// the memory it reaches, tied together by [`Hardware::new`]'s contract
+/// (the fields are private so that safe code cannot pair a device with
+/// memory it does not reach).
 pub struct Hardware {
     /// A name for messages (a PCI address, `model-N`).
-    pub name: String,
+    name: String,
     /// Its BAR0 registers.
-    pub regs: Box<dyn Registers>,
+    regs: Box<dyn Registers>,
     /// Its PCI configuration space.
-    pub pci: Box<dyn PciConfig>,
+    pci: Box<dyn PciConfig>,
     /// Memory it can reach.
-    pub mem: Arc<dyn DmaMemory>,
+    mem: Arc<dyn DmaMemory>,
     /// Whatever must live as long as the channel (a VFIO device, a model,
     /// the registration of the mapper that makes memory visible to it).
-    pub keep: Option<Box<dyn std::any::Any + Send>>,
+    keep: Option<Box<dyn std::any::Any + Send>>,
+}
+
+impl Hardware {
+    /// The device behind `regs` and `pci`, named `name` in messages, which
+    /// reaches memory as `mem` says; `keep` lives as long as the channel
+    /// (and is dropped after the device is stopped).
+    ///
+    /// # Safety
+    ///
+    /// `regs` and `pci` are one I/OAT function's BAR0 and configuration
+    /// space (or a model's), and `mem` describes memory that function
+    /// reaches ([`DmaMemory`]'s contract): every IOVA the channel takes
+    /// from `mem` names, for this device, the memory `mem` says it does
+    /// (an IOMMU mapping of the function's container, the model's own
+    /// address space). The channel writes those IOVAs into registers and
+    /// descriptors, so a mismatch would let the device write memory
+    /// nobody gave it.
+    pub unsafe fn new(
+        name: String,
+        regs: Box<dyn Registers>,
+        pci: Box<dyn PciConfig>,
+        mem: Arc<dyn DmaMemory>,
+        keep: Option<Box<dyn std::any::Any + Send>>,
+    ) -> Hardware {
+        Hardware {
+            name,
+            regs,
+            pci,
+            mem,
+            keep,
+        }
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its configuration space (for the backends' tests).
+    #[cfg(test)]
+    pub(crate) fn pci(&self) -> &dyn PciConfig {
+        self.pci.as_ref()
+    }
+
+    /// Keeps `later` alive with the device too, dropped after what it
+    /// already keeps (the device first, then, say, the registration of the
+    /// mapper that keeps its memory mapped).
+    pub fn keep_also(&mut self, later: impl std::any::Any + Send) {
+        self.keep = Some(Box::new((self.keep.take(), later)));
+    }
 }
 
 /// One request as the driver keeps it until it completes (tasks are not
@@ -302,6 +446,15 @@ pub struct Channel {
     /// Requests waiting for ring space, in order.
     backlog: VecDeque<Request>,
     max_xfer: u64,
+    /// The largest descriptor built: XFERCAP's transfer, at most the
+    /// work bound's bytes.
+    xfer: u64,
+    /// The most work between two completion writes.
+    bound: WorkBound,
+    /// Bytes and descriptors built since the last one marked with
+    /// "completion update" (or the last handed over).
+    unmarked_bytes: u64,
+    unmarked_descs: u32,
     fill: bool,
     cbver: u8,
     /// Whether the function has CHANERR_INT ([`spec::has_chanerr_int`]).
@@ -334,7 +487,11 @@ impl Channel {
     /// the completion word, resets the channel and runs one null descriptor
     /// through it (SPDK's `ioat_channel_start`, Linux `ioat3_dma_probe`).
     /// Bus mastering is the backend's to enable before.
-    pub fn start(hw: Hardware, cfg: DriverConfig) -> Result<Channel, StartError> {
+    ///
+    /// Crate-private: the channel programs the device with IOVAs from
+    /// `hw`'s memory, which is sound because [`Hardware::new`]'s contract
+    /// (an `unsafe fn`) ties that memory to the device.
+    pub(crate) fn start(hw: Hardware, cfg: DriverConfig) -> Result<Channel, StartError> {
         let size = cfg.ring_size;
         if !size.is_power_of_two() || !(16..=65536).contains(&size) {
             return Err(StartError::RingSize(size));
@@ -360,8 +517,9 @@ impl Channel {
         let Some(max_xfer) = spec::max_transfer(xfercap) else {
             return Err(StartError::XferCap(xfercap));
         };
-        clear_relaxed_ordering(&hw);
+        clear_relaxed_ordering(&hw)?;
         let chanerr_int = spec::has_chanerr_int(cbver, hw.pci.device_id());
+        let bound = WorkBound::of(&cfg);
         let ring = match hw.mem.alloc(completion_offset(size) + spec::DESC_SIZE) {
             Ok(r) => r,
             Err(e) => return Err(StartError::Memory(e)),
@@ -381,6 +539,10 @@ impl Channel {
             in_ring: 0,
             backlog: VecDeque::with_capacity(size as usize),
             max_xfer,
+            xfer: max_xfer.min(bound.bytes),
+            bound,
+            unmarked_bytes: 0,
+            unmarked_descs: 0,
             fill,
             cbver,
             chanerr_int,
@@ -416,9 +578,15 @@ impl Channel {
         self.max_xfer
     }
 
-    /// The longest request this channel takes.
+    /// The longest request this channel takes (its descriptors at most
+    /// the work bound's bytes each).
     pub fn max_request(&self) -> usize {
-        max_request(self.size, self.max_xfer)
+        max_request(self.size, self.xfer)
+    }
+
+    /// The most work the channel puts between two completion writes.
+    pub fn work_bound(&self) -> WorkBound {
+        self.bound
     }
 
     /// CBVER.
@@ -541,6 +709,16 @@ impl Channel {
                 return Err(StartError::ChanErrInt(int));
             }
             self.hw.pci.write32(spec::CHANERR_INT, int);
+            // Read back: a latched error that does not clear keeps the
+            // channel halted through the reset.
+            let after = self.hw.pci.read32(spec::CHANERR_INT);
+            if after & int != 0 {
+                return Err(StartError::ChanErrIntStuck {
+                    device: self.hw.name.clone(),
+                    before: int,
+                    after,
+                });
+            }
         }
         self.command(chancmd::RESET);
         self.wait("the channel reset", |c| {
@@ -622,6 +800,8 @@ impl Channel {
         self.flushed = 0;
         self.last_seen = 0;
         self.in_ring = 0;
+        self.unmarked_bytes = 0;
+        self.unmarked_descs = 0;
         self.window_gen = u64::MAX;
         bump(&self.counters.starts, 1);
 
@@ -695,6 +875,8 @@ impl Channel {
         let off = self.slot_off(self.head.wrapping_sub(1)) + desc::CONTROL;
         let ctl = self.ring.read_u32(off);
         self.ring.write_u32(off, ctl | control::COMPLETION_UPDATE);
+        self.unmarked_bytes = 0;
+        self.unmarked_descs = 0;
         if self.in_ring > 0 && self.progress_idle() {
             self.progress = tsc::now();
         }
@@ -748,6 +930,8 @@ impl Channel {
         self.ring.write_u64(off + desc::DST, 0);
         self.slots[(self.head & self.mask) as usize] = None;
         self.head = self.head.wrapping_add(1);
+        self.unmarked_bytes = 0;
+        self.unmarked_descs = 0;
     }
 
     /// Writes the descriptors of `r`, or none of them ("completion update"
@@ -756,6 +940,7 @@ impl Channel {
     /// descriptor for null transfer"), which carries completion update.
     fn build(&mut self, r: Request) -> Result<(), BuildError> {
         let start = self.head;
+        let saved = (self.unmarked_bytes, self.unmarked_descs);
         let empty = self.head == self.tail;
         if r.len == 0 {
             if self.free_slots() == 0 {
@@ -766,7 +951,7 @@ impl Channel {
         let mut done = 0usize;
         while done < r.len {
             if self.free_slots() == 0 {
-                self.head = start;
+                self.undo(start, saved);
                 return Err(if empty {
                     BuildError::TooBig
                 } else {
@@ -775,20 +960,21 @@ impl Channel {
             }
             let left = r.len - done;
             let Some((dst, dlen)) = self.translate(r.dst + done, left) else {
-                self.head = start;
+                self.undo(start, saved);
                 return Err(BuildError::NoIova);
             };
-            let mut n = dlen.min(self.max_xfer as usize);
+            let mut n = dlen.min(self.xfer as usize);
             let (src, opcode) = if r.fill {
                 (spec::fill_pattern(r.pattern), op::FILL)
             } else {
                 let Some((src, slen)) = self.translate(r.src + done, left) else {
-                    self.head = start;
+                    self.undo(start, saved);
                     return Err(BuildError::NoIova);
                 };
                 n = n.min(slen);
                 (src, op::COPY)
             };
+            self.bound_work(n as u64);
             let ctl = control::with_op(opcode, 0);
             let off = self.slot_off(self.head);
             self.ring.write_u32(off + desc::SIZE, n as u32);
@@ -806,6 +992,34 @@ impl Channel {
         );
         self.in_ring += 1;
         Ok(())
+    }
+
+    /// Before a descriptor of `n` bytes is built at the head: when it
+    /// would take the work since the last completion write past the bound
+    /// ([`WorkBound`]), the descriptor before it, if not yet handed over,
+    /// gets "completion update", so that no stretch between two
+    /// completion writes holds more than the bound (each descriptor holds
+    /// at most the bound's bytes). Retiring through a descriptor that ends
+    /// no request is fine: the request is reported at its last one.
+    fn bound_work(&mut self, n: u64) {
+        let over = self.unmarked_bytes + n > self.bound.bytes
+            || self.unmarked_descs >= self.bound.descriptors;
+        if over && self.head != self.flushed {
+            let off = self.slot_off(self.head.wrapping_sub(1)) + desc::CONTROL;
+            let ctl = self.ring.read_u32(off);
+            self.ring.write_u32(off, ctl | control::COMPLETION_UPDATE);
+            self.unmarked_bytes = 0;
+            self.unmarked_descs = 0;
+        }
+        self.unmarked_bytes += n;
+        self.unmarked_descs += 1;
+    }
+
+    /// Takes back the descriptors built from `start` on (none was handed
+    /// over), and the work count from before them.
+    fn undo(&mut self, start: u32, saved: (u64, u32)) {
+        self.head = start;
+        (self.unmarked_bytes, self.unmarked_descs) = saved;
     }
 
     /// Builds `r`, or queues it, or completes it as refused.
@@ -996,6 +1210,13 @@ impl Channel {
             self.progress = tsc::now();
             return true;
         }
+        // Halted, and the completion word (read after CHANSTS) does not
+        // say so: its halt write was lost, or the device makes none. Act
+        // now rather than wait out the timeout.
+        if chansts::state(st) == chansts::HALTED {
+            self.halted_unreported(st, done);
+            return true;
+        }
         // Idle at the last descriptor handed over: done with everything,
         // yet the word is short of it (a stale IDLE from before the
         // doorbell names an earlier descriptor).
@@ -1101,6 +1322,25 @@ impl Channel {
         self.restart(done);
     }
 
+    /// CHANSTS says HALTED but the completion word does not (no halt
+    /// write landed): which descriptors completed is unknown (CHANSTS's
+    /// address is not proof that their data landed), so, as on a timeout,
+    /// the channel is reset (proving the device stopped) and every request
+    /// in the ring fails with `EngineError`; the backlog is built on the
+    /// new ring. Found at the first stall check after the halt
+    /// ([`DriverConfig::stall_check`]), not after the timeout.
+    fn halted_unreported(&mut self, st: u64, done: &mut Vec<(TaskId, Completion)>) {
+        bump(&self.counters.halts, 1);
+        tracing::warn!(
+            "ioat {}: channel halted (CHANSTS {st:#x}), {}, with no halt written to the \
+             completion word; failing the {} requests in flight and resetting the channel",
+            self.hw.name,
+            self.halt_errors(),
+            self.in_ring
+        );
+        self.restart(done);
+    }
+
     /// No progress for the timeout: the requests in flight fail.
     fn timed_out(&mut self, done: &mut Vec<(TaskId, Completion)>) {
         bump(&self.counters.timeouts, 1);
@@ -1171,26 +1411,29 @@ impl Channel {
 
 /// Clears Relaxed Ordering in the function's PCI Express Device Control
 /// register, as Linux `ioat3_dma_probe` does (the completion write must not
-/// pass the data writes before it). A function without the capability has
-/// nothing to clear; one whose bit does not clear is logged.
-fn clear_relaxed_ordering(hw: &Hardware) {
+/// pass the data writes before it: the driver reports a request done on
+/// the strength of that write). A function without the capability has
+/// nothing to clear; one whose bit does not clear (read back after the
+/// write) is refused.
+fn clear_relaxed_ordering(hw: &Hardware) -> Result<(), StartError> {
     let pci = hw.pci.as_ref();
     let Some(cap) = find_capability(pci, spec::PCI_CAP_ID_EXP) else {
-        return;
+        return Ok(());
     };
     let at = cap + spec::PCI_EXP_DEVCTL;
     let ctl = pci.read16(at);
     if ctl & spec::PCI_EXP_DEVCTL_RELAX_EN == 0 {
-        return;
+        return Ok(());
     }
     pci.write16(at, ctl & !spec::PCI_EXP_DEVCTL_RELAX_EN);
-    if pci.read16(at) & spec::PCI_EXP_DEVCTL_RELAX_EN != 0 {
-        tracing::warn!(
-            "ioat {}: relaxed ordering stays enabled in Device Control ({:#x})",
-            hw.name,
-            pci.read16(at)
-        );
+    let devctl = pci.read16(at);
+    if devctl & spec::PCI_EXP_DEVCTL_RELAX_EN != 0 {
+        return Err(StartError::RelaxedOrdering {
+            device: hw.name.clone(),
+            devctl,
+        });
     }
+    Ok(())
 }
 
 impl Drop for Channel {

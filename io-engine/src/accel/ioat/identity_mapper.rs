@@ -18,11 +18,10 @@ use crate::env::dma::DmaMapper;
 pub struct IdentityMapper(pub(crate) Arc<IovaMap>);
 
 impl DmaMapper for IdentityMapper {
-    fn map(&self, addr: usize, len: usize) {
-        // SAFETY: env calls `map` with a live DMA region (reached only
-        // through raw pointers, DmaRegion's rule) and `unmap` before the
-        // region goes; the model reaches it at IOVA = VA through this map
-        // and nothing else.
+    unsafe fn map(&self, addr: usize, len: usize) {
+        // SAFETY: `map`'s contract: a live DMA region (reached only through
+        // raw pointers, DmaRegion's rule), unmapped before it goes; the
+        // model reaches it at IOVA = VA through this map and nothing else.
         unsafe {
             self.0.insert(Window {
                 va: addr,

@@ -35,8 +35,10 @@ pub const FALLBACK_IOVAS: RangeInclusive<u64> = (1 << 32)..=(1 << 39) - 1;
 impl IommuInfo {
     /// Parses the buffer `VFIO_IOMMU_GET_INFO` filled (`struct
     /// vfio_iommu_type1_info` and its capability chain, Linux
-    /// `include/uapi/linux/vfio.h`). `None` when it is too short or a
-    /// capability points outside it.
+    /// `include/uapi/linux/vfio.h`): every capability of the chain is
+    /// walked, and the ranges of every IOVA-range group in it are merged
+    /// (sorted, overlapping or touching ones joined). `None` when it is too
+    /// short or a capability points outside it.
     pub fn parse(buf: &[u8]) -> Option<IommuInfo> {
         let u16_at = |o: usize| Some(u16::from_ne_bytes(buf.get(o..o + 2)?.try_into().ok()?));
         let u32_at = |o: usize| Some(u32::from_ne_bytes(buf.get(o..o + 4)?.try_into().ok()?));
@@ -60,6 +62,8 @@ impl IommuInfo {
                 }
                 if u16_at(at)? == CAP_IOVA_RANGE {
                     // nr_iovas (u32), reserved (u32), then {start, end}.
+                    // Every such group counts, wherever it sits in the
+                    // chain: their ranges are merged.
                     let n = u32_at(at + 8)? as usize;
                     let ranges = (0..n)
                         .map(|i| {
@@ -67,14 +71,16 @@ impl IommuInfo {
                             Some(u64_at(o)?..=u64_at(o + 8)?)
                         })
                         .collect::<Option<Vec<_>>>()?;
-                    iova_ranges = Some(ranges);
+                    iova_ranges
+                        .get_or_insert_with(Vec::new)
+                        .extend(ranges.into_iter().filter(|r| r.start() <= r.end()));
                 }
                 at = u32_at(at + 4)? as usize;
             }
         }
         Some(IommuInfo {
             page_sizes,
-            iova_ranges,
+            iova_ranges: iova_ranges.map(merge),
         })
     }
 
@@ -93,4 +99,21 @@ impl IommuInfo {
             .clone()
             .unwrap_or_else(|| vec![FALLBACK_IOVAS])
     }
+}
+
+/// `ranges` sorted by start, with overlapping or adjacent ranges joined.
+fn merge(mut ranges: Vec<RangeInclusive<u64>>) -> Vec<RangeInclusive<u64>> {
+    ranges.sort_by_key(|r| *r.start());
+    let mut out: Vec<RangeInclusive<u64>> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match out.last_mut() {
+            Some(last) if last.end().checked_add(1).is_none_or(|e| e >= *r.start()) => {
+                if r.end() > last.end() {
+                    *last = *last.start()..=*r.end();
+                }
+            }
+            _ => out.push(r),
+        }
+    }
+    out
 }

@@ -33,7 +33,12 @@ impl MappedMemory {
     }
 }
 
-impl DmaMemory for MappedMemory {
+// SAFETY: every window of the map was put there by a mapper under its
+// `DmaMapper::map` contract (a live region, mapped for the device at the
+// window's IOVA until the region goes, when the window is removed and the
+// generation changes); `alloc` hands out a region only when its whole
+// range lies in one such window.
+unsafe impl DmaMemory for MappedMemory {
     fn alloc(&self, len: usize) -> Result<DmaBuffer, String> {
         let region = DmaRegion::alloc(len).map_err(|e| e.to_string())?;
         let addr = region.as_ptr().addr();
@@ -46,7 +51,11 @@ impl DmaMemory for MappedMemory {
             ));
         }
         let iova = w.iova + (addr - w.va) as u64;
-        Ok(DmaBuffer::new(Arc::new(region), iova))
+        // SAFETY: the map's window holds the whole region (checked above)
+        // at `iova`: the mapper put it there when the region was made
+        // (its `map` contract) and takes it out only when the region is
+        // dropped, which the buffer prevents while it lives.
+        Ok(unsafe { DmaBuffer::new(Arc::new(region), iova) })
     }
 
     #[inline]

@@ -26,7 +26,10 @@
 //!   has relaxed ordering on at power-on, and CHANERR_INT at 0x180 (write 1
 //!   to clear) on functions that have it (CBVER below 3.3, or SKX's device
 //!   id: [`spec::has_chanerr_int`]), where every error CHANERR gets is
-//!   latched too. Other offsets read 0 and ignore writes.
+//!   latched too. Other offsets read 0 and ignore writes. With
+//!   [`ModelConfig::sticky_relaxed_ordering`] the relaxed-ordering bit
+//!   stays set whatever is written; with
+//!   [`ModelConfig::sticky_chanerr_int`] CHANERR_INT ignores writes.
 //! - Bus mastering off: no descriptor is fetched or executed, and the
 //!   command write returns only once none is in progress (the device
 //!   thread holds a lock across each command and descriptor). A
@@ -53,7 +56,9 @@
 //!   each descriptor with "completion update" the completion word at
 //!   CHANCMP gets its address and the state (ACTIVE, or IDLE once the
 //!   count reaches DMACOUNT); then CHANSTS shows the same, so CHANSTS
-//!   never shows a descriptor done before its completion write.
+//!   never shows a descriptor done before its completion write. CHANSTS
+//!   shows every descriptor done as it finishes, or, with
+//!   [`ModelConfig::quiet_status`], only those with "completion update".
 //! - The device holds its IOVA map (an [`IovaGuard`]) from a descriptor's
 //!   fetch to its completion write: an unmap waits for the descriptor in
 //!   progress, as the `DmaMapper` contract ("the device must no longer use
@@ -66,7 +71,8 @@
 //!   value (CHANCMD). With ANY_ERR_ABORT_EN in CHANCTRL they halt the
 //!   channel: the completion word, when CHANCTRL has ERR_COMPLETION_EN,
 //!   then CHANSTS read HALTED with the address of the last completed
-//!   descriptor. Without ANY_ERR_ABORT_EN (the model's reading of the bit's
+//!   descriptor ([`ModelConfig::silent_halt`] loses that completion
+//!   write: only CHANSTS shows the halt). Without ANY_ERR_ABORT_EN (the model's reading of the bit's
 //!   name and of Linux's `registers.h`, which sets it in
 //!   `IOAT_CHANCTRL_RUN`; no specification text was at hand) an error in a
 //!   descriptor's transfer or completion write is latched in CHANERR and
@@ -78,7 +84,7 @@
 //!   it, the data of the descriptors it covers visible only then, CHANSTS
 //!   naming each descriptor as it starts: a device whose posted writes land
 //!   late); a slow but alive device (each data descriptor takes a set
-//!   time); manual stepping ([`ModelHandle::step`]), for tests that must
+//!   time, or moves its bytes at a set rate); manual stepping ([`ModelHandle::step`]), for tests that must
 //!   see the same interleaving every run.
 //! - With [`ModelConfig::hide_null_address`] a null descriptor leaves
 //!   CHANSTS's and the completion word's address at the descriptor before
@@ -142,6 +148,20 @@ pub struct ModelConfig {
     /// The function has a function-level reset (else only bus mastering
     /// off stops its DMA).
     pub function_reset: bool,
+    /// Device Control's relaxed-ordering bit ignores writes: it stays set
+    /// (a function or platform that forces it on).
+    pub sticky_relaxed_ordering: bool,
+    /// CHANERR_INT ignores writes: an error latched there stays (on a
+    /// function that has it).
+    pub sticky_chanerr_int: bool,
+    /// A halt does not write the completion word, even with
+    /// ERR_COMPLETION_EN (a device whose halt write is lost, or that does
+    /// not make one): only CHANSTS shows HALTED.
+    pub silent_halt: bool,
+    /// CHANSTS's address and state move only with completion writes (and
+    /// halts, commands), not after every descriptor: a long batch shows no
+    /// sign of life until its completion write.
+    pub quiet_status: bool,
     /// How long the device thread spins idle before it parks.
     pub spin: Duration,
 }
@@ -159,6 +179,10 @@ impl Default for ModelConfig {
             hide_null_address: false,
             split_chain_writes: false,
             function_reset: true,
+            sticky_relaxed_ordering: false,
+            sticky_chanerr_int: false,
+            silent_halt: false,
+            quiet_status: false,
             spin: Duration::from_micros(50),
         }
     }
@@ -269,6 +293,8 @@ pub struct Faults {
     status_reads: AtomicU64,
     /// Nanoseconds each data descriptor takes (0: no delay).
     slow_ns: AtomicU64,
+    /// Bytes per second data descriptors move at (0: no limit).
+    rate: AtomicU64,
     /// The device runs descriptors only when [`ModelHandle::step`] asks.
     manual: AtomicBool,
     step_req: AtomicU64,
@@ -308,6 +334,7 @@ impl Faults {
         self.config_stuck.store(false, Ordering::Release);
         self.hold.store(0, Ordering::Release);
         self.slow_ns.store(0, Ordering::Release);
+        self.rate.store(0, Ordering::Release);
     }
 
     /// From now on a channel RESET never completes: CHANCMD keeps the
@@ -338,6 +365,13 @@ impl Faults {
     pub fn slow(&self, per_descriptor: Duration) {
         self.slow_ns
             .store(per_descriptor.as_nanos() as u64, Ordering::Release);
+    }
+
+    /// A device that moves `bytes_per_sec`: each data descriptor of `size`
+    /// bytes takes `size / bytes_per_sec` (as `slow`, the IOVA map held
+    /// meanwhile). 0 lifts the limit.
+    pub fn rate(&self, bytes_per_sec: u64) {
+        self.rate.store(bytes_per_sec, Ordering::Release);
     }
 
     /// Manual stepping: the device runs nothing (commands excepted) until
@@ -616,9 +650,18 @@ impl Shared {
                 self.command.store(v as u16, Ordering::Release);
             }
             o if o == PCIE_CAP + spec::PCI_EXP_DEVCTL => {
-                self.devctl.store(v as u16, Ordering::Release)
+                let sticky = if self.cfg.sticky_relaxed_ordering {
+                    spec::PCI_EXP_DEVCTL_RELAX_EN
+                } else {
+                    0
+                };
+                self.devctl.store(v as u16 | sticky, Ordering::Release)
             }
-            o if o == spec::CHANERR_INT && width == 32 && self.has_chanerr_int() => {
+            o if o == spec::CHANERR_INT
+                && width == 32
+                && self.has_chanerr_int()
+                && !self.cfg.sticky_chanerr_int =>
+            {
                 self.chanerr_int.fetch_and(!(v as u32), Ordering::AcqRel);
             }
             _ => {}
@@ -1232,8 +1275,11 @@ impl Device {
         // Writes made before the error land first.
         self.release_in(&g, true);
         // With ERR_COMPLETION_EN the completion word says HALTED and names
-        // the last completed descriptor (Linux's `ioat_eh` reads it).
-        if s.chanctrl.load(Ordering::Acquire) & chanctrl::ERR_COMPLETION_EN != 0 {
+        // the last completed descriptor (Linux's `ioat_eh` reads it), unless
+        // the model is told to lose that write.
+        if s.chanctrl.load(Ordering::Acquire) & chanctrl::ERR_COMPLETION_EN != 0
+            && !s.cfg.silent_halt
+        {
             let _ = self.write_completion(&g, self.last | chansts::HALTED);
         }
         self.publish();
@@ -1471,7 +1517,9 @@ impl Device {
         }
         // The completion word first, then CHANSTS: a CHANSTS that shows a
         // descriptor done never precedes its completion write (unless held).
-        self.publish();
+        if !self.s.cfg.quiet_status || ctl & control::COMPLETION_UPDATE != 0 {
+            self.publish();
+        }
         self.s.descriptors.fetch_add(1, Ordering::Release);
         Ok(())
     }
@@ -1509,6 +1557,11 @@ impl Device {
         if slow > 0 {
             // A long transfer: the IOVA map stays held meanwhile.
             std::thread::sleep(Duration::from_nanos(slow));
+        }
+        let rate = f.rate.load(Ordering::Acquire);
+        if rate > 0 {
+            let ns = size as u128 * 1_000_000_000 / rate as u128;
+            std::thread::sleep(Duration::from_nanos(ns as u64));
         }
         let len = size as usize;
         let to = g.resolve(dst, size as u64).ok_or(chanerr::DEST_ADDR)?;

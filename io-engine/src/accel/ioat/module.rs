@@ -50,7 +50,7 @@ impl Ioat {
     pub fn start_each(hardware: Vec<(Hardware, DriverConfig)>, mut notes: Vec<String>) -> Ioat {
         let mut channels = Vec::new();
         for (hw, cfg) in hardware {
-            let name = hw.name.clone();
+            let name = hw.name().to_owned();
             match Channel::start(hw, cfg) {
                 Ok(ch) => channels.push(ch),
                 Err(e) => notes.push(format!(

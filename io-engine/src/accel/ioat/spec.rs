@@ -12,14 +12,18 @@
 pub const VENDOR_INTEL: u16 = 0x8086;
 
 /// PCI device ids of the I/OAT functions the driver takes: SPDK's
-/// `ioat_pci_table` (`lib/ioat/ioat.c`, ids from `include/spdk/pci_ids.h`),
-/// which matches the 3.2+ rows of Linux `drivers/dma/ioat/init.c`
+/// `ioat_driver_id` table (`lib/env_dpdk/pci_ioat.c`, ids from
+/// `include/spdk/pci_ids.h`), the rows of Linux `drivers/dma/ioat/init.c`
 /// `ioat_pci_tbl` (names from `include/linux/pci_ids.h`, `..._IOAT_SNB0`
-/// and so on). One family a row, its comment above it.
+/// and so on) from Sandy Bridge on, less SNB9 (below). Linux also takes
+/// the older TBG (3.0) and JSF (3.2) functions, which SPDK does not. One
+/// family a row, its comment above it.
 #[rustfmt::skip]
 pub const DEVICE_IDS: &[u16] = &[
-    // SNB (Sandy Bridge-EP, CB 3.2): IOAT_SNB0-7, SNB8 (Linux and SPDK also
-    // take SNB9, 0x3c2f, which this table has never listed).
+    // SNB (Sandy Bridge-EP, CB 3.2): IOAT_SNB0-7 (0x3c20-0x3c27) and SNB8
+    // (0x3c2e). Linux also takes SNB9 (0x3c2f), with no quirk of its own
+    // (only `is_xeon_cb32`'s, as for every SNB id: see SKX below); SPDK's
+    // table stops at SNB8, and this one follows SPDK.
     0x3c20, 0x3c21, 0x3c22, 0x3c23, 0x3c24, 0x3c25, 0x3c26, 0x3c27, 0x3c2e,
     // IVB (Ivy Bridge-EP, CB 3.2): IOAT_IVB0-7, IVB8, IVB9.
     0x0e20, 0x0e21, 0x0e22, 0x0e23, 0x0e24, 0x0e25, 0x0e26, 0x0e27, 0x0e2e, 0x0e2f,
@@ -29,9 +33,16 @@ pub const DEVICE_IDS: &[u16] = &[
     0x0c50, 0x0c51, 0x0c52, 0x0c53,
     // BDX-DE (Broadwell-DE, CB 3.3): IOAT_BDXDE0-3.
     0x6f50, 0x6f51, 0x6f52, 0x6f53,
-    // BDX (Broadwell-EP, CB 3.3): IOAT_BDX0-7, BDXE, BDXF.
+    // BDX (Broadwell-EP, CB 3.3): IOAT_BDX0-7, BDX8 (0x6f2e), BDX9 (0x6f2f).
     0x6f20, 0x6f21, 0x6f22, 0x6f23, 0x6f24, 0x6f25, 0x6f26, 0x6f27, 0x6f2e, 0x6f2f,
-    // SKX (Skylake-SP, CBVER reads 3.2 on it; Linux treats it as 3.2): IOAT_SKX.
+    // SKX (Skylake-SP): IOAT_SKX. Linux lists it with its 3.2 platforms and
+    // `ioat_pci_probe` sets its version to 3.2 whatever CBVER reads
+    // (`is_skx_ioat`), an override that changes anything only where CBVER
+    // reads 3.3 or more: the 3.2 paths then apply (CHANERR_INT cleared at
+    // reset, `DEVICE_ID_SKX` below). Separately, `is_xeon_cb32` drops XOR
+    // and PQ on it as on every Xeon family it names (JSF, SNB, IVB, HSW,
+    // BDX, SKX; this driver uses neither). SPDK has no SKX case and goes
+    // by CBVER.
     0x2021,
     // ICX (Ice Lake-SP, CB 3.4): IOAT_ICX.
     0x0b00,
@@ -284,8 +295,12 @@ pub const PCI_EXP_DEVCTL_RELAX_EN: u16 = 1 << 4;
 pub const CHANERR_INT: u64 = 0x180;
 /// The CBVER from which a function has no CHANERR_INT (3.3).
 pub const CBVER_NO_CHANERR_INT: u8 = 0x33;
-/// Skylake-SP's device id: it reports CBVER 3.3 but Linux `ioat_pci_probe`
-/// treats it as 3.2 (`is_skx_ioat`), so its CHANERR_INT is cleared too.
+/// Skylake-SP's device id (Linux `PCI_DEVICE_ID_INTEL_IOAT_SKX`). Linux
+/// `ioat_pci_probe` sets its version to 3.2 whatever CBVER reads
+/// (`is_skx_ioat`), so `ioat_reset_hw`'s `version < IOAT_VER_3_3` branch
+/// clears its CHANERR_INT; this driver does the same. (SPDK's
+/// `ioat_reset_hw` goes by CBVER alone and skips CHANERR_INT on a function
+/// that reads 3.3.)
 pub const DEVICE_ID_SKX: u16 = 0x2021;
 
 /// Whether a function with this CBVER and device id has CHANERR_INT, to be

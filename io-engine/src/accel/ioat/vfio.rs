@@ -256,7 +256,7 @@ impl ContainerMapper {
 }
 
 impl DmaMapper for ContainerMapper {
-    fn map(&self, addr: usize, len: usize) {
+    unsafe fn map(&self, addr: usize, len: usize) {
         let size = (len as u64).next_multiple_of(self.page);
         // The IOVA keeps the address's alignment up to 1 GiB, so that the
         // IOMMU can map hugepage memory with large pages; any page will do
@@ -277,7 +277,8 @@ impl DmaMapper for ContainerMapper {
         };
         // SAFETY: `addr..addr + len` is a live DmaRegion, reached only
         // through raw pointers (DmaRegion's rule); it is unmapped from the
-        // IOMMU (`unmap`, called before the region's munmap) before it goes.
+        // IOMMU (`unmap`, called before the region's munmap) before it goes
+        // (`map`'s contract).
         match unsafe { self.container.dma_map(iova, len, addr as *mut u8) } {
             // SAFETY: the IOMMU now maps the region at `iova`, until
             // `unmap`, which env calls before the region goes (as above).
@@ -538,12 +539,20 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
                 &info,
             )));
         }
-        hardware.push(Hardware {
-            name: f.bdf.clone(),
-            regs,
-            pci: Box::new(pci),
-            mem: Arc::new(MappedMemory::new(map.clone())),
-            keep: Some(Box::new(Opened { dev })),
+        // SAFETY: `regs` and `pci` are this VFIO device's BAR0 and
+        // configuration space; the device sits in `container`, whose IOMMU
+        // mapper (`ContainerMapper`, the only writer of `map`) puts every
+        // window of `map` into that IOMMU at the window's IOVA before it
+        // inserts it, and removes it before unmapping: the device reaches
+        // exactly the memory `map` names, and the IOMMU refuses the rest.
+        hardware.push(unsafe {
+            Hardware::new(
+                f.bdf.clone(),
+                regs,
+                Box::new(pci),
+                Arc::new(MappedMemory::new(map.clone())),
+                Some(Box::new(Opened { dev })),
+            )
         });
     }
     Found {
@@ -1485,7 +1494,7 @@ mod tests {
             ..FakeVfio::new()
         };
         let f = open_all(&t.sysfs(), &ops, &[]);
-        let pci: Vec<_> = f.hardware.iter().map(|h| h.pci.device_id()).collect();
+        let pci: Vec<_> = f.hardware.iter().map(|h| h.pci().device_id()).collect();
         assert_eq!(pci, vec![0x2021, 0x2021], "the device's config space");
         let mapper = f.mapper.expect("a container mapper");
         let devices = IoatDevices::new(f.hardware, &DriverConfig::default(), mapper, f.notes);

@@ -58,7 +58,7 @@ impl FixedBuffers {
 }
 
 impl DmaMapper for FixedBuffers {
-    fn map(&self, addr: usize, len: usize) {
+    unsafe fn map(&self, addr: usize, len: usize) {
         if len == 0 || len > MAX_REGION {
             return;
         }

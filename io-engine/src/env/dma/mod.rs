@@ -1,6 +1,5 @@
 //! DMA memory: regions a DMA engine may read and write ([`DmaRegion`]),
-//! their IOVA (the address a device uses for them), slices of them
-//! ([`DmaSlice`]), the hugepages they come from, and [`check_memory`],
+//! slices of them ([`DmaSlice`]), the hugepages they come from, and [`check_memory`],
 //! which refuses a region that cannot be had before anything is mapped.
 //!
 //! Every live region is known to a process-wide list. An offload engine

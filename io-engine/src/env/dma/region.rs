@@ -1,4 +1,6 @@
-//! [`DmaRegion`]: memory a DMA engine may read and write, and its IOVA.
+//! [`DmaRegion`]: memory a DMA engine may read and write. Where a device
+//! sees it (its IOVA) is the business of the mapper that made it visible
+//! to that device ([`DmaMapper`](super::DmaMapper)), not of the region.
 //!
 //! Thread: any. A region may be created, used and dropped on any thread.
 //!
@@ -196,24 +198,6 @@ impl DmaRegion {
     /// Whether the region is made of reserved hugetlb hugepages.
     pub fn is_hugetlb(&self) -> bool {
         self.hugetlb
-    }
-
-    /// The IOVA a device uses for the byte at `offset` in the region.
-    ///
-    /// This is the virtual address: the I/OAT VFIO backend maps every
-    /// region into the IOMMU at IOVA = virtual address, and the I/OAT
-    /// device model uses the same identity (see [`DmaMapper`](super::DmaMapper)).
-    ///
-    /// # Panics
-    ///
-    /// If `offset` is not below [`DmaRegion::len`].
-    pub fn iova(&self, offset: usize) -> u64 {
-        assert!(
-            offset < self.len,
-            "offset {offset} is outside the DMA region of {} bytes",
-            self.len
-        );
-        (self.ptr.addr().get() + offset) as u64
     }
 
     /// Whether the `len` bytes at `ptr` lie wholly within the region.

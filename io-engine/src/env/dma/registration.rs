@@ -31,7 +31,10 @@ pub(super) fn region_made(addr: usize, len: usize) {
     let mut live = live();
     live.regions.push((addr, len));
     for (_, m) in &live.mappers {
-        m.map(addr, len);
+        // SAFETY: `region_made` is called by `DmaRegion::alloc_with` with
+        // the region it just mapped, whose drop calls `region_dropped`
+        // (which unmaps it from every mapper) before its munmap.
+        unsafe { m.map(addr, len) };
     }
 }
 
@@ -57,7 +60,10 @@ pub(super) fn region_dropped(addr: usize, len: usize) {
 pub fn register_mapper(mapper: Arc<dyn DmaMapper>) -> MapperRegistration {
     let mut live = live();
     for &(addr, len) in &live.regions {
-        mapper.map(addr, len);
+        // SAFETY: the list holds only live regions (added when mapped,
+        // removed by `region_dropped` before their munmap, which unmaps
+        // them from every registered mapper, this one included).
+        unsafe { mapper.map(addr, len) };
     }
     let id = live.next_id;
     live.next_id += 1;

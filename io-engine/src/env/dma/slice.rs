@@ -1,7 +1,9 @@
-//! [`DmaSlice`]: a range of a [`DmaRegion`] with its IOVA, keeping the
-//! region alive. It is the part that the pool's IO buffers (`DmaChunk`)
-//! and the I/OAT driver's own device memory (`DmaBuffer`) share: base,
-//! IOVA, length and bounds checks. It hands out raw pointers only; each of
+//! [`DmaSlice`]: a range of a [`DmaRegion`], keeping the region alive. It
+//! is the part that the pool's IO buffers (`DmaChunk`) and the I/OAT
+//! driver's own device memory (`DmaBuffer`) share: base, length and bounds
+//! checks. It has no IOVA: where a device sees the memory is the business
+//! of whoever mapped it for that device (a `DmaMapper`), and only the
+//! I/OAT driver's `DmaBuffer` carries one, from its mapper. It hands out raw pointers only; each of
 //! those two types is a view that adds its own access rule (slices for an
 //! owner the device never races with, volatile and atomic accesses for
 //! memory the device writes at any time).
@@ -13,12 +15,11 @@ use std::sync::Arc;
 
 use super::DmaRegion;
 
-/// `len` bytes of a DMA region, the first of which a device sees at
-/// `iova`. Holds the region, so the memory lives as long as the slice.
+/// `len` bytes of a DMA region. Holds the region, so the memory lives as
+/// long as the slice.
 pub struct DmaSlice {
     ptr: NonNull<u8>,
     len: usize,
-    iova: u64,
     _region: Arc<DmaRegion>,
 }
 
@@ -27,18 +28,17 @@ pub struct DmaSlice {
 // synchronises with the device and other threads (the views' rules).
 // Nothing in it is tied to the creating thread.
 unsafe impl Send for DmaSlice {}
-// SAFETY: as for `Send`; `&DmaSlice` gives only the pointer, length and
-// IOVA, all immutable.
+// SAFETY: as for `Send`; `&DmaSlice` gives only the pointer and length,
+// both immutable.
 unsafe impl Sync for DmaSlice {}
 
 impl DmaSlice {
-    /// The `len` bytes at `offset` in `region`, whose first byte the
-    /// device sees at `iova`.
+    /// The `len` bytes at `offset` in `region`.
     ///
     /// # Panics
     ///
     /// If the range does not lie wholly within the region.
-    pub fn new(region: Arc<DmaRegion>, offset: usize, len: usize, iova: u64) -> DmaSlice {
+    pub fn new(region: Arc<DmaRegion>, offset: usize, len: usize) -> DmaSlice {
         assert!(
             offset
                 .checked_add(len)
@@ -52,7 +52,6 @@ impl DmaSlice {
         DmaSlice {
             ptr: NonNull::new(ptr).expect("a mapping is not null"),
             len,
-            iova,
             _region: region,
         }
     }
@@ -73,12 +72,6 @@ impl DmaSlice {
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
-    }
-
-    /// IOVA of the first byte.
-    #[inline]
-    pub fn iova(&self) -> u64 {
-        self.iova
     }
 
     /// A pointer to a `T` at `off`, which must lie wholly within the slice
@@ -106,7 +99,7 @@ impl DmaSlice {
 impl std::fmt::Debug for DmaSlice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DmaSlice")
-            .field("iova", &format_args!("{:#x}", self.iova))
+            .field("addr", &self.ptr)
             .field("len", &self.len)
             .finish()
     }

@@ -153,25 +153,6 @@ fn require_more_than_available_fails_cleanly() {
 }
 
 #[test]
-fn iova_is_the_virtual_address() {
-    let region = DmaRegion::alloc_with(2 * MIB, HugepagePolicy::Never).unwrap();
-    let base = region.as_ptr().addr() as u64;
-    assert_eq!(region.iova(0), base);
-    assert_eq!(region.iova(4096), base + 4096);
-    assert_eq!(
-        region.iova(region.len() - 1),
-        base + region.len() as u64 - 1
-    );
-}
-
-#[test]
-#[should_panic(expected = "outside the DMA region")]
-fn iova_beyond_the_region_panics() {
-    let region = DmaRegion::alloc_with(2 * MIB, HugepagePolicy::Never).unwrap();
-    region.iova(region.len());
-}
-
-#[test]
 fn contains_checks_both_ends() {
     let region = DmaRegion::alloc_with(2 * MIB, HugepagePolicy::Never).unwrap();
     let base = region.as_ptr().cast_const();
@@ -191,7 +172,7 @@ fn contains_checks_both_ends() {
 struct Recording(Mutex<Vec<(bool, usize, usize)>>);
 
 impl DmaMapper for Recording {
-    fn map(&self, addr: usize, len: usize) {
+    unsafe fn map(&self, addr: usize, len: usize) {
         self.0.lock().unwrap().push((true, addr, len));
     }
     fn unmap(&self, addr: usize, len: usize) {
@@ -346,14 +327,13 @@ fn memory_checks_refuse_what_cannot_be_had() {
 fn slices_know_their_place_and_check_bounds() {
     let region = Arc::new(DmaRegion::alloc_with(2 * MIB, HugepagePolicy::Never).unwrap());
     let base = region.as_ptr();
-    let s = DmaSlice::new(region.clone(), 8192, 4096, region.iova(8192));
+    let s = DmaSlice::new(region.clone(), 8192, 4096);
     assert_eq!(s.as_ptr(), base.wrapping_add(8192));
-    assert_eq!((s.len(), s.iova()), (4096, base.addr() as u64 + 8192));
+    assert_eq!(s.len(), 4096);
     assert!(!s.is_empty());
     assert_eq!(s.at::<u64>(4088), base.wrapping_add(8192 + 4088).cast());
-    // The last slice of the region, with an IOVA of the caller's choosing.
-    let end = DmaSlice::new(region.clone(), 2 * MIB - 64, 64, 0x1000);
-    assert_eq!(end.iova(), 0x1000);
+    // The last slice of the region.
+    let end = DmaSlice::new(region.clone(), 2 * MIB - 64, 64);
     // SAFETY: in bounds and aligned (checked by `at`); this test is the
     // region's only user.
     unsafe { end.at::<u32>(60).write_volatile(7) };
@@ -369,13 +349,13 @@ fn slices_know_their_place_and_check_bounds() {
 #[should_panic(expected = "outside the DMA region")]
 fn a_slice_beyond_its_region_panics() {
     let region = Arc::new(DmaRegion::alloc_with(2 * MIB, HugepagePolicy::Never).unwrap());
-    DmaSlice::new(region, 2 * MIB - 4095, 4096, 0);
+    DmaSlice::new(region, 2 * MIB - 4095, 4096);
 }
 
 #[test]
 fn slice_accesses_out_of_bounds_or_unaligned_panic() {
     let region = Arc::new(DmaRegion::alloc_with(2 * MIB, HugepagePolicy::Never).unwrap());
-    let s = DmaSlice::new(region, 0, 64, 0);
+    let s = DmaSlice::new(region, 0, 64);
     let panics = |f: &dyn Fn()| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err();
     assert!(panics(&|| _ = s.at::<u64>(64)), "past the end");
     assert!(panics(&|| _ = s.at::<u64>(60)), "across the end");

@@ -236,6 +236,88 @@ fn relaxed_ordering_is_cleared_in_device_control() {
 }
 
 #[test]
+fn a_device_whose_relaxed_ordering_will_not_clear_is_refused() {
+    let (ch, h) = start(ModelConfig {
+        sticky_relaxed_ordering: true,
+        ..ModelConfig::default()
+    });
+    let e = ch.map(|_| ()).unwrap_err();
+    let name = h.name();
+    match &e {
+        StartError::RelaxedOrdering { device, devctl } => {
+            assert_eq!(device, &name);
+            assert_ne!(devctl & spec::PCI_EXP_DEVCTL_RELAX_EN, 0);
+        }
+        other => panic!("expected RelaxedOrdering, got {other}"),
+    }
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&name) && msg.contains("relaxed ordering") && msg.contains("refused"),
+        "{msg}"
+    );
+    // Refused before anything runs: no ring was handed to the device.
+    assert!(
+        !h.log()
+            .iter()
+            .any(|a| !a.config && a.write && a.off == spec::channel_base(0) + chan::CHAINADDR),
+        "the channel was programmed"
+    );
+    // A module leaves it out, with the reason in its notes.
+    let m = IoatModel::new(ModelConfig {
+        sticky_relaxed_ordering: true,
+        ..ModelConfig::default()
+    });
+    let ioat = super::super::Ioat::start(vec![mapped(m)], &quick(), Vec::new());
+    assert_eq!(ioat.channels(), 0);
+    assert!(
+        ioat.notes().iter().any(|n| n.contains("relaxed ordering")),
+        "{:?}",
+        ioat.notes()
+    );
+}
+
+#[test]
+fn chanerr_int_is_read_back_and_a_value_that_stays_fails_bring_up() {
+    let bits = chanerr::SRC_ADDR | chanerr::LENGTH;
+    let (ch, h) = start(ModelConfig {
+        cbver: 0x32,
+        power_on: PowerOn::Halted(bits),
+        sticky_chanerr_int: true,
+        ..ModelConfig::default()
+    });
+    let e = ch.map(|_| ()).unwrap_err();
+    assert_eq!(
+        e,
+        StartError::ChanErrIntStuck {
+            device: h.name(),
+            before: bits,
+            after: bits,
+        }
+    );
+    assert!(e.to_string().contains("CHANERR_INT"), "{e}");
+    // Read back after the write, and no RESET issued after that.
+    let log = h.log();
+    let int = spec::CHANERR_INT as usize;
+    let write = log
+        .iter()
+        .position(|a| a.config && a.write && a.off == int)
+        .expect("CHANERR_INT written");
+    assert!(
+        log[write..]
+            .iter()
+            .any(|a| a.config && !a.write && a.off == int),
+        "not read back: {log:#?}"
+    );
+    let reset = spec::channel_base(0) + chan::CHANCMD;
+    assert!(
+        !log[write..]
+            .iter()
+            .any(|a| !a.config && a.write && a.off == reset && a.value == chancmd::RESET as u64),
+        "reset anyway"
+    );
+}
+
+#[test]
 fn chainaddr_and_chancmp_are_written_as_32_bit_halves() {
     let mc = ModelConfig {
         split_chain_writes: true,

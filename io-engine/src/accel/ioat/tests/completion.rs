@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::super::driver::{Channel, DriverConfig};
+use super::super::driver::{Channel, DriverConfig, WorkBound};
 use super::super::model::{IoatModel, ModelConfig, ModelHandle};
 use super::super::spec::{self, chan, chanerr, chansts, control, op};
 use super::{Bench, bytes, mapped, one};
@@ -343,4 +343,162 @@ fn an_unmap_racing_a_long_copy_returns_only_after_the_copy() {
     let done = reap(&mut ch, 1);
     assert_eq!(done, vec![(1, Completion::SUCCESS)]);
     assert!(bytes(src.as_ptr(), len) == bytes(dst.as_ptr(), len));
+}
+
+#[test]
+fn a_halt_that_only_chansts_shows_fails_the_work_at_once_not_at_the_timeout() {
+    // The halt writes no completion word: only CHANSTS says HALTED. The
+    // timeout is long; the stall check (1 ms) must find the halt.
+    let timeout = Duration::from_secs(5);
+    let (mut ch, h) = channel(
+        ModelConfig {
+            silent_halt: true,
+            ..ModelConfig::default()
+        },
+        DriverConfig {
+            timeout,
+            stall_check: Duration::from_millis(1),
+            ..DriverConfig::default()
+        },
+    );
+    let src = region(1 << 16);
+    let dst = region(1 << 16);
+    scribble(src.as_ptr(), 1 << 16, 5);
+    let at = |r: &DmaRegion, i: usize| {
+        // SAFETY: i < 16, inside the region.
+        unsafe { r.as_ptr().add(i * 4096) }
+    };
+    h.faults().fail_nth(2);
+    let tasks: Vec<Task> = (0..4)
+        .map(|i| copy_task(at(&dst, i), at(&src, i), 4096))
+        .collect();
+    let start = Instant::now();
+    let mut done = Vec::new();
+    ch.submit(&tasks, 0, &mut done);
+    let got = statuses(&mut ch, 4);
+    let took = start.elapsed();
+    assert_eq!(got.len(), 4, "{got:?} after {took:?}");
+    assert!(
+        took < Duration::from_millis(500),
+        "the halt was reported after {took:?} (timeout {timeout:?})"
+    );
+    assert!(
+        got.iter().any(|(_, s)| *s == Status::EngineError),
+        "{got:?}"
+    );
+    let c = ch.counters();
+    assert_eq!(c.timeouts.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(c.halts.load(std::sync::atomic::Ordering::Relaxed), 1);
+    // The channel was reset and serves again.
+    let tasks: Vec<Task> = (8..12)
+        .map(|i| copy_task(at(&dst, i), at(&src, i), 4096))
+        .collect();
+    ch.submit(&tasks, 8, &mut done);
+    assert_eq!(
+        statuses(&mut ch, 4),
+        (8..12).map(|i| (i, Status::Success)).collect::<Vec<_>>()
+    );
+    assert!(bytes(at(&src, 8), 4 * 4096) == bytes(at(&dst, 8), 4 * 4096));
+}
+
+#[test]
+fn a_long_descriptor_is_split_so_a_slow_legitimate_copy_is_not_timed_out() {
+    // 16 MiB descriptors allowed by XFERCAP, a device at 16 MiB/s, a
+    // 200 ms timeout: one 8 MiB descriptor would take 500 ms with no
+    // sign of life. Assumed rate 16 MiB/s: the bound is 16 MiB/s * 50 ms
+    // (816 KiB, in whole pages) a descriptor, and a completion write at
+    // least as often.
+    let timeout = Duration::from_millis(200);
+    let rate: u64 = 16 << 20;
+    let driver = DriverConfig {
+        timeout,
+        stall_check: Duration::from_millis(1),
+        min_rate: rate,
+        ..DriverConfig::default()
+    };
+    let (mut ch, h) = channel(
+        ModelConfig {
+            xfercap: 24,
+            ..ModelConfig::default()
+        },
+        driver.clone(),
+    );
+    let bound = WorkBound::of(&driver);
+    assert_eq!(bound.bytes, rate / 20 / 4096 * 4096);
+    let len = 8 << 20;
+    let src = region(len);
+    let dst = region(len);
+    scribble(src.as_ptr(), len, 9);
+    h.faults().rate(rate);
+    let before = h.counters();
+    let mut done = Vec::new();
+    ch.submit(&[copy_task(dst.as_ptr(), src.as_ptr(), len)], 1, &mut done);
+    assert_eq!(statuses(&mut ch, 1), vec![(1, Status::Success)]);
+    assert!(bytes(src.as_ptr(), len) == bytes(dst.as_ptr(), len));
+    let c = h.counters();
+    let descriptors = c.descriptors - before.descriptors;
+    assert!(
+        descriptors >= (len as u64).div_ceil(bound.bytes),
+        "{descriptors} descriptors"
+    );
+    assert!(c.completions - before.completions >= descriptors - 1);
+    assert_eq!(
+        ch.counters()
+            .timeouts
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+}
+
+#[test]
+fn a_batch_of_many_descriptors_writes_its_completion_word_within_the_bound() {
+    // A device whose CHANSTS moves only with completion writes, 5 ms a
+    // descriptor, a 200 ms timeout and an assumed 200 descriptors/s: at
+    // most 10 descriptors (50 ms) between two completion writes, where one
+    // write at the end of a batch of 100 (500 ms) would time out.
+    let timeout = Duration::from_millis(200);
+    let driver = DriverConfig {
+        timeout,
+        stall_check: Duration::from_millis(1),
+        min_descriptor_rate: 200,
+        ..DriverConfig::default()
+    };
+    assert_eq!(WorkBound::of(&driver).descriptors, 10);
+    let (mut ch, h) = channel(
+        ModelConfig {
+            quiet_status: true,
+            ..ModelConfig::default()
+        },
+        driver,
+    );
+    const N: usize = 100;
+    let src = region(N * 4096);
+    let dst = region(N * 4096);
+    scribble(src.as_ptr(), N * 4096, 13);
+    let at = |r: &DmaRegion, i: usize| {
+        // SAFETY: i < N, inside the region.
+        unsafe { r.as_ptr().add(i * 4096) }
+    };
+    h.faults().slow(Duration::from_millis(5));
+    let before = h.counters();
+    let tasks: Vec<Task> = (0..N)
+        .map(|i| copy_task(at(&dst, i), at(&src, i), 4096))
+        .collect();
+    let mut done = Vec::new();
+    ch.submit(&tasks, 0, &mut done);
+    assert_eq!(
+        statuses(&mut ch, N),
+        (0..N as TaskId)
+            .map(|i| (i, Status::Success))
+            .collect::<Vec<_>>()
+    );
+    assert!(bytes(src.as_ptr(), N * 4096) == bytes(dst.as_ptr(), N * 4096));
+    let writes = h.counters().completions - before.completions;
+    assert!(writes >= N as u64 / 10, "{writes} completion writes");
+    assert_eq!(
+        ch.counters()
+            .timeouts
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
 }

@@ -55,7 +55,7 @@ fn models(n: usize) -> Ioat {
 fn mapped(m: IoatModel) -> Hardware {
     let mapping = register_mapper(m.mapper());
     let mut hw = model_hardware(m);
-    hw.keep = Some(Box::new((hw.keep.take(), mapping)));
+    hw.keep_also(mapping);
     hw
 }
 
@@ -270,12 +270,18 @@ fn a_device_that_never_resets_times_out_with_a_message() {
     let m = IoatModel::new(ModelConfig::default());
     // The ring is allocated (and must be mapped) before the reset.
     let _mapping = register_mapper(m.mapper());
-    let hw = Hardware {
-        name: "stuck".into(),
-        regs: Box::new(Stuck),
-        pci: Box::new(m.pci_config()),
-        mem: Arc::new(m.memory()),
-        keep: None,
+    let hw = {
+        // SAFETY: registers that start nothing, and the model's
+        // configuration space and memory (its own address space).
+        unsafe {
+            Hardware::new(
+                "stuck".into(),
+                Box::new(Stuck),
+                Box::new(m.pci_config()),
+                Arc::new(m.memory()),
+                None,
+            )
+        }
     };
     let e = Channel::start(
         hw,
@@ -297,12 +303,17 @@ fn a_device_that_never_resets_times_out_with_a_message() {
         "{e}"
     );
     let ioat = Ioat::start(
-        vec![Hardware {
-            name: "stuck".into(),
-            regs: Box::new(Stuck),
-            pci: Box::new(m.pci_config()),
-            mem: Arc::new(m.memory()),
-            keep: None,
+        vec![{
+            // SAFETY: as above.
+            unsafe {
+                Hardware::new(
+                    "stuck".into(),
+                    Box::new(Stuck),
+                    Box::new(m.pci_config()),
+                    Arc::new(m.memory()),
+                    None,
+                )
+            }
         }],
         &DriverConfig {
             start_timeout: Duration::from_millis(20),
@@ -620,7 +631,10 @@ impl Scrambled {
     }
 }
 
-impl DmaMemory for Scrambled {
+// SAFETY: every window is inserted into the map the model resolves through,
+// at the IOVA the model then uses, and stays while the memory lives (the
+// test keeps its regions until the model is dropped).
+unsafe impl DmaMemory for Scrambled {
     fn alloc(&self, len: usize) -> Result<DmaBuffer, String> {
         let region =
             DmaRegion::alloc_with(len, HugepagePolicy::Never).map_err(|e| e.to_string())?;
@@ -636,7 +650,8 @@ impl DmaMemory for Scrambled {
                 iova,
             })
         };
-        Ok(DmaBuffer::new(Arc::new(region), iova))
+        // SAFETY: just inserted at `iova`, for the region's whole length.
+        Ok(unsafe { DmaBuffer::new(Arc::new(region), iova) })
     }
     fn window(&self, addr: usize) -> Option<Window> {
         self.map.by_va(addr)
@@ -652,12 +667,18 @@ fn requests_split_at_iova_discontinuities() {
     let mem = Arc::new(Scrambled::new(map.clone()));
     let m = IoatModel::with_map(ModelConfig::default(), map.clone());
     let h = m.handle();
-    let hw = Hardware {
-        name: m.name(),
-        regs: Box::new(m.registers()),
-        pci: Box::new(m.pci_config()),
-        mem: mem.clone(),
-        keep: Some(Box::new(m)),
+    let hw = {
+        // SAFETY: the model's registers and configuration space; `mem` puts
+        // every window it gives into the map the model resolves through.
+        unsafe {
+            Hardware::new(
+                m.name(),
+                Box::new(m.registers()),
+                Box::new(m.pci_config()),
+                mem.clone(),
+                Some(Box::new(m)),
+            )
+        }
     };
     let ioat = Arc::new(Ioat::start(vec![hw], &cfg(4096), Vec::new()));
     let accel = accel_of(&ioat);

@@ -214,6 +214,70 @@ fn iommu_info_gives_page_sizes_and_iova_ranges() {
     assert_eq!(IommuInfo::parse(&bad), None);
 }
 
+/// A capability chain of three: an IOVA-range group, a capability of
+/// another kind (id 2, `VFIO_IOMMU_TYPE1_INFO_CAP_MIGRATION`), then a
+/// second IOVA-range group, linked out of order in the buffer.
+fn two_group_buffer(first: &[(u64, u64)], second: &[(u64, u64)]) -> Vec<u8> {
+    let group = |ranges: &[(u64, u64)], next: u32| {
+        let mut b = Vec::new();
+        b.extend(1u16.to_ne_bytes()); // VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE
+        b.extend(1u16.to_ne_bytes());
+        b.extend(next.to_ne_bytes());
+        b.extend((ranges.len() as u32).to_ne_bytes());
+        b.extend(0u32.to_ne_bytes());
+        for &(s, e) in ranges {
+            b.extend(s.to_ne_bytes());
+            b.extend(e.to_ne_bytes());
+        }
+        b
+    };
+    // Layout: header, the second group, the other capability, the first.
+    let second_at = INFO_SIZE as u32;
+    let other_at = second_at + 16 + 16 * second.len() as u32;
+    let first_at = other_at + 24;
+    let mut b = Vec::new();
+    b.extend(0u32.to_ne_bytes()); // argsz, set below
+    b.extend(3u32.to_ne_bytes()); // PGSIZES | CAPS
+    b.extend(0x1000u64.to_ne_bytes());
+    b.extend(first_at.to_ne_bytes());
+    b.extend(0u32.to_ne_bytes());
+    b.extend(group(second, 0));
+    b.extend(2u16.to_ne_bytes()); // another capability
+    b.extend(1u16.to_ne_bytes());
+    b.extend(second_at.to_ne_bytes());
+    b.extend([0x5a; 16]);
+    b.extend(group(first, other_at));
+    let len = b.len() as u32;
+    b[0..4].copy_from_slice(&len.to_ne_bytes());
+    b
+}
+
+#[test]
+fn every_iova_range_group_of_the_capability_chain_counts() {
+    let b = two_group_buffer(
+        &[(0x10_0000, 0xfedf_ffff)],
+        &[(0x1_0000_0000, (1 << 39) - 1), (0xfef0_0000, 0xffff_ffff)],
+    );
+    let i = IommuInfo::parse(&b).unwrap();
+    // Sorted and merged: 0xfef0_0000..=0xffff_ffff touches 2^32.
+    assert_eq!(
+        i.iova_ranges,
+        Some(vec![0x10_0000..=0xfedf_ffff, 0xfef0_0000..=(1 << 39) - 1]),
+        "the ranges of both groups, merged"
+    );
+    // Overlapping groups join; an empty group adds nothing.
+    let b = two_group_buffer(&[(0, 0x2fff), (0x8000, 0x8fff)], &[(0x1000, 0x4fff)]);
+    assert_eq!(
+        IommuInfo::parse(&b).unwrap().iova_ranges,
+        Some(vec![0..=0x4fff, 0x8000..=0x8fff])
+    );
+    let b = two_group_buffer(&[], &[(0x1000, 0x1fff)]);
+    assert_eq!(
+        IommuInfo::parse(&b).unwrap().iova_ranges,
+        Some(vec![0x1000..=0x1fff])
+    );
+}
+
 #[test]
 fn a_failed_mapping_names_its_real_cause() {
     let fail = |errno| {
