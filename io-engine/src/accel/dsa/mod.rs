@@ -16,6 +16,8 @@
 //!   for tests and demos, built only with the `dsa-model` cargo feature
 //!   (and in the unit tests).
 
+#[cfg(any(test, feature = "dsa-model"))]
+pub mod model;
 pub mod portal;
 pub mod spec;
 
