@@ -30,7 +30,9 @@
 //!   recorded as a [`Violation`] and a software error.
 //! - Operations: no-op, drain, batch, memory move, fill, compare, compare
 //!   pattern, dualcast, CRC generation and copy with CRC (CRC-32C, the
-//!   software module's `crc32c_update`, so the same values). Checks, each
+//!   software module's `crc32c_update`, so the same values; the rev 2.0
+//!   flags that bypass the CRC's inversion or reflection are not
+//!   implemented and are invalid flags, as on a rev 1.0 device). Checks, each
 //!   with the spec's status: an opcode outside OPCAP or unimplemented
 //!   (unsupported opcode), flags the WQ or the operation does not allow
 //!   (invalid flags, the bits in the record), non-zero reserved fields, a

@@ -117,7 +117,8 @@ impl Engine {
         }
         let f = d.flags();
         let mut allowed = COMMON_FLAGS;
-        if info.block_on_fault {
+        // Block on Fault is reserved for a drain (idxd-config's tests).
+        if info.block_on_fault && op != opcode::DRAIN {
             allowed |= flags::BOF;
         }
         if matches!(op, opcode::COMPARE | opcode::COMPVAL) {

@@ -568,6 +568,57 @@ fn batch_runs_each_descriptor_with_one_portal_write() {
 }
 
 #[test]
+fn a_batch_of_256_copies_is_one_portal_write() {
+    // accel-perf's case (copy 512 B, batches of 256): one portal write
+    // per 256 operations.
+    let r = default_rig();
+    let recs = r.buf(4096);
+    let list = r.buf(256 * 64);
+    let (a, b) = (r.buf(256 * 512), r.buf(256 * 512));
+    let data = pattern(256 * 512, 8);
+    put(&a, 0, &data);
+    let descs: Vec<Descriptor> = (0..256u64)
+        .map(|i| Descriptor::memmove(a.iova() + 512 * i, b.iova() + 512 * i, 512))
+        .collect();
+    write_list(&list, &descs);
+    let out = run(&r, &recs, 0, Descriptor::batch(list.iova(), 256));
+    assert_eq!((out.status, out.bytes), (status::SUCCESS, 256));
+    assert_eq!(get(&b, 0, data.len()), data);
+    let c = r.model.counters();
+    assert_eq!((c.portal_writes, c.descriptors), (1, 257));
+    assert!(
+        c.portal_writes * 128 <= 256,
+        "at most 1/128 portal writes per op"
+    );
+}
+
+#[test]
+fn crc_flags_the_model_does_not_implement_are_invalid() {
+    let r = rig(ModelConfig::with_wq(WqConfig {
+        block_on_fault: true,
+        ..WqConfig::default()
+    }));
+    let recs = r.buf(4096);
+    let a = r.buf(4096);
+    let mut d = Descriptor::crc32c(a.iova(), 64, 0);
+    d.set_flags(flags::CRC_BYPASS_INVERSION | flags::CRC_BYPASS_REFLECTION);
+    let out = run(&r, &recs, 0, d);
+    assert_eq!(out.status, status::INVALID_FLAGS);
+    // Block on Fault is reserved for a drain, even on a WQ that allows it.
+    let mut d = Descriptor::drain();
+    d.set_flags(flags::BOF);
+    assert_eq!(run(&r, &recs, 1, d).status, status::INVALID_FLAGS);
+    assert_eq!(
+        run(&r, &recs, 2, Descriptor::drain()).status,
+        status::SUCCESS
+    );
+    assert_eq!(
+        run(&r, &recs, 3, Descriptor::noop()).status,
+        status::SUCCESS
+    );
+}
+
+#[test]
 fn batch_failures_fences_and_limits() {
     let r = rig(ModelConfig::with_wq(WqConfig {
         max_batch: 8,
