@@ -65,7 +65,9 @@
 //!   status each come a set time later: a driver that reads a field before
 //!   it has seen the status non-zero reads garbage. A record that is not
 //!   32-byte aligned or not mapped cannot be written: a software error
-//!   (SWERR, [`WorkQueue::device_error`]). A record whose status is not 0
+//!   (SWERR, [`WorkQueue::device_error`]), as is a failure of a descriptor
+//!   without a record address (Request Completion Record without Completion
+//!   Record Address Valid is itself invalid flags). A record whose status is not 0
 //!   when its descriptor is submitted or starts is a [`Violation`] (a
 //!   driver that did not clear it would take the old status for the new);
 //!   so is a record submitted while a descriptor in flight owns it (its
