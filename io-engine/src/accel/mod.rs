@@ -52,6 +52,7 @@ mod completion;
 #[cfg(test)]
 pub(crate) mod conformance;
 mod drain;
+pub mod dsa;
 mod error;
 mod io_vec;
 pub mod ioat;
