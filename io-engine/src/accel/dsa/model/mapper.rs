@@ -17,11 +17,10 @@ pub(super) struct ModelMapper {
 }
 
 impl DmaMapper for ModelMapper {
-    fn map(&self, addr: usize, len: usize) {
-        // SAFETY: env calls `map` with a live DMA region (reached only
-        // through raw pointers, DmaRegion's rule) and `unmap` before the
-        // region goes; the model reaches it at this IOVA through this map
-        // and nothing else.
+    unsafe fn map(&self, addr: usize, len: usize) {
+        // SAFETY: `map`'s contract: a live DMA region (reached only through
+        // raw pointers, DmaRegion's rule), unmapped before it goes; the
+        // model reaches it at this IOVA through this map and nothing else.
         unsafe {
             self.map.insert(Window {
                 va: addr,
