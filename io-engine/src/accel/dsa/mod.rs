@@ -31,6 +31,8 @@
 
 pub mod driver;
 pub mod idxd;
+#[cfg(any(test, feature = "dsa-model"))]
+pub mod model;
 pub mod portal;
 pub mod spec;
 

@@ -150,6 +150,13 @@ pub mod flags {
     /// `IDXD_FLAG_CRC_READ_CRC_SEED`; how SPDK chains the descriptors of a
     /// scattered crc32c, each seeded with the previous record's CRC).
     pub const CRC_READ_SEED: u32 = 1 << 16;
+    /// CRC generation and copy with CRC (rev 2.0): neither invert the seed
+    /// on the way in nor the result on the way out (Intel's idxd-config
+    /// `test/dsa.h` `BYPASS_CRC_INV_REF`).
+    pub const CRC_BYPASS_INVERSION: u32 = 1 << 17;
+    /// CRC generation and copy with CRC (rev 2.0): do not reflect the
+    /// data bits (idxd-config `BYPASS_DATA_REF`).
+    pub const CRC_BYPASS_REFLECTION: u32 = 1 << 18;
     /// The common flag bits (15:0); 23:16 are operation specific.
     pub const COMMON_MASK: u32 = 0xffff;
     /// All flag bits.
@@ -361,11 +368,14 @@ impl Descriptor {
     }
 
     /// CRC-32C of `len` bytes at `src` continued from `seed` (DSA spec,
-    /// "CRC Generation"). The record's CRC value is the standard CRC-32C
-    /// continued from the seed (seed and result both in the inverted,
-    /// "finished" form, so that a record's value seeds the next descriptor
-    /// as is: SPDK chains with [`flags::CRC_READ_SEED`] and inverts only
-    /// the last value for its own API).
+    /// "CRC Generation"). The device inverts the seed, runs the reflected
+    /// CRC-32C over the data and inverts the result (Intel's idxd-config
+    /// `test/dsa.c` `dsa_calculate_crc32`, which checks the device): the
+    /// record's CRC value is the standard CRC-32C continued from `seed`
+    /// (0 to start), the software module's `crc32c_update(seed, data)`, so
+    /// a record's value seeds the next descriptor as is (SPDK chains with
+    /// [`flags::CRC_READ_SEED`] and inverts only the last value for its
+    /// own API).
     pub const fn crc32c(src: u64, len: u32, seed: u32) -> Descriptor {
         let mut d = Descriptor::new(opcode::CRCGEN, 0);
         d.src = src;

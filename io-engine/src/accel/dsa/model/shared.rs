@@ -1,0 +1,250 @@
+//! The state a model DSA device shares between its work queues' handles,
+//! its device thread and its tests: the WQs' queues and occupancy, the
+//! address space, counters, violations, software errors, and the device
+//! thread's loop.
+//!
+//! Thread: shared by all (`Arc`); the queues and the engine are behind
+//! locks, the rest is atomic.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use super::config::ModelConfig;
+use super::counters::{Counters, Violation};
+use super::engine::Engine;
+use super::faults::Faults;
+use crate::accel::dsa::portal::WqInfo;
+use crate::accel::dsa::spec::{Descriptor, opcode, status};
+use crate::accel::ioat::{IovaMap, MappedMemory};
+
+/// A descriptor the device took, with (for a batch) its list as read at
+/// submission.
+pub(super) struct Queued {
+    pub(super) desc: Descriptor,
+    pub(super) list: Option<Vec<Descriptor>>,
+}
+
+/// One work queue's state.
+pub(super) struct WqState {
+    pub(super) info: WqInfo,
+    pub(super) queue: Mutex<VecDeque<Queued>>,
+    /// Descriptors taken and not yet completed.
+    pub(super) occupancy: AtomicU32,
+}
+
+/// The device.
+pub(super) struct Shared {
+    pub(super) id: usize,
+    pub(super) cfg: ModelConfig,
+    pub(super) map: Arc<IovaMap>,
+    pub(super) memory: MappedMemory,
+    pub(super) wqs: Vec<WqState>,
+    pub(super) faults: Faults,
+    pub(super) counters: Counters,
+    violations: Mutex<Vec<Violation>>,
+    software_errors: Mutex<VecDeque<String>>,
+    /// The engine; held while a descriptor is taken and executed, so
+    /// descriptors of a WQ complete in order whoever steps them.
+    engine: Mutex<Engine>,
+    /// Descriptors queued in all WQs.
+    queued: AtomicU64,
+    /// The WQ the next step looks at first.
+    next_wq: AtomicUsize,
+    sleeping: AtomicBool,
+    pub(super) stop: AtomicBool,
+    /// Set until the device thread has left its loop.
+    pub(super) running: AtomicBool,
+    pub(super) thread: OnceLock<Thread>,
+}
+
+impl Shared {
+    pub(super) fn new(id: usize, mut cfg: ModelConfig, map: Arc<IovaMap>) -> Shared {
+        // Windows start on pages; an offset of whole pages keeps every
+        // IOVA's alignment that of its virtual address.
+        cfg.iova_offset &= !0xfff;
+        if cfg.wqs.is_empty() {
+            cfg.wqs.push(Default::default());
+        }
+        let wqs = cfg
+            .wqs
+            .iter()
+            .enumerate()
+            .map(|(n, w)| WqState {
+                info: WqInfo {
+                    name: format!("dsa-model-{id}/wq{n}"),
+                    mode: w.mode,
+                    size: w.size.max(1),
+                    max_transfer: w.max_transfer.clamp(1, 1 << 31),
+                    max_batch: w.max_batch,
+                    opcap: cfg.opcap,
+                    block_on_fault: w.block_on_fault,
+                },
+                queue: Mutex::new(VecDeque::new()),
+                occupancy: AtomicU32::new(0),
+            })
+            .collect();
+        Shared {
+            id,
+            memory: MappedMemory::new(map.clone()),
+            map,
+            wqs,
+            cfg,
+            faults: Faults::default(),
+            counters: Counters::default(),
+            violations: Mutex::new(Vec::new()),
+            software_errors: Mutex::new(VecDeque::new()),
+            engine: Mutex::new(Engine::new()),
+            queued: AtomicU64::new(0),
+            next_wq: AtomicUsize::new(0),
+            sleeping: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            running: AtomicBool::new(true),
+            thread: OnceLock::new(),
+        }
+    }
+
+    /// Queues `q` on WQ `wq` (its entry already counted) and wakes the
+    /// device.
+    pub(super) fn push(&self, wq: usize, q: Queued) {
+        if let Some(w) = self.wqs.get(wq) {
+            w.queue
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push_back(q);
+            self.queued.fetch_add(1, Ordering::AcqRel);
+            self.wake();
+        }
+    }
+
+    pub(super) fn wake(&self) {
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed)
+            && let Some(t) = self.thread.get()
+        {
+            t.unpark();
+        }
+    }
+
+    /// Records a violation.
+    pub(super) fn violate(&self, v: Violation) {
+        self.counters.violations.fetch_add(1, Ordering::Relaxed);
+        self.violations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(v);
+    }
+
+    pub(super) fn violations(&self) -> Vec<Violation> {
+        self.violations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(super) fn take_violations(&self) -> Vec<Violation> {
+        std::mem::take(
+            &mut *self
+                .violations
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// Records a software error (SWERR): `code` is a status code, for the
+    /// descriptor with `op` on WQ `wq`, about `addr`.
+    pub(super) fn software_error(&self, wq: usize, op: u8, code: u8, addr: u64) {
+        self.software_error_text(format!(
+            "{}: software error on wq{wq}: {} ({} descriptor, address {addr:#x})",
+            self.name(),
+            status::name(code),
+            opcode::name(op)
+        ));
+    }
+
+    pub(super) fn software_error_text(&self, text: String) {
+        self.counters
+            .software_errors
+            .fetch_add(1, Ordering::Relaxed);
+        self.software_errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back(text);
+    }
+
+    /// The oldest software error not yet taken.
+    pub(super) fn take_software_error(&self) -> Option<String> {
+        self.software_errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front()
+    }
+
+    pub(super) fn name(&self) -> String {
+        format!("dsa-model-{}", self.id)
+    }
+
+    /// Takes the next queued descriptor, WQs in turn.
+    fn pop(&self) -> Option<(usize, Queued)> {
+        if self.queued.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let n = self.wqs.len();
+        let first = self.next_wq.load(Ordering::Relaxed);
+        for k in 0..n {
+            let wq = (first + k) % n;
+            let q = self.wqs[wq]
+                .queue
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop_front();
+            if let Some(q) = q {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+                self.next_wq.store((wq + 1) % n, Ordering::Relaxed);
+                return Some((wq, q));
+            }
+        }
+        None
+    }
+
+    /// Executes one queued descriptor on the calling thread; returns
+    /// whether there was one.
+    pub(super) fn step(&self) -> bool {
+        let mut engine = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((wq, q)) = self.pop() else {
+            return false;
+        };
+        engine.run(self, wq, q);
+        true
+    }
+
+    /// The device thread: executes descriptors while there are any (unless
+    /// stepped by hand), spins `cfg.spin` idle, then parks until a
+    /// submission wakes it.
+    pub(super) fn run(&self) {
+        let mut idle_since: Option<Instant> = None;
+        while !self.stop.load(Ordering::Acquire) {
+            let manual = self.faults.is_manual();
+            if !manual && self.step() {
+                idle_since = None;
+                continue;
+            }
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if !manual && since.elapsed() < self.cfg.spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.sleeping.store(true, Ordering::SeqCst);
+            let work = !manual && self.queued.load(Ordering::SeqCst) != 0;
+            if !work && !self.stop.load(Ordering::SeqCst) {
+                // Manual mode wakes now and then to see it turned off.
+                std::thread::park_timeout(Duration::from_millis(if manual { 10 } else { 500 }));
+            }
+            self.sleeping.store(false, Ordering::SeqCst);
+            idle_since = None;
+        }
+        self.running.store(false, Ordering::Release);
+    }
+}
