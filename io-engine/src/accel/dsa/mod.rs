@@ -37,7 +37,12 @@ pub mod portal;
 pub mod spec;
 
 mod args;
+#[cfg(any(test, feature = "dsa-model"))]
+mod devices;
 mod module;
+
+#[cfg(test)]
+mod tests;
 
 pub use args::DsaArgs;
 pub use module::{Dsa, DsaChannel, NAME, Totals};
