@@ -242,7 +242,7 @@ impl Module for Dsa {
             ("descriptors", t.descriptors),
             ("doorbell_writes", t.portal_writes),
             ("portal_writes", t.portal_writes),
-            ("batches", t.batches),
+            ("batch_descriptors", t.batches),
             ("retries", t.retries),
             ("page_faults", t.page_faults),
             ("resumed", t.resumed),
