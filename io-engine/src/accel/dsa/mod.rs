@@ -21,6 +21,9 @@
 //!   records, partial completions, retries);
 //! - [`idxd`]: the kernel idxd backend (sysfs discovery, `/dev/dsa/wqD.Q`,
 //!   the portal's mapping; shared virtual addressing);
+//! - [`vfio`]: the VFIO backend's device configuration (capabilities,
+//!   group and WQ configuration, enabling device and WQ); opening the
+//!   function and mapping its portals is not written yet;
 //! - `model`: a software DSA device for tests and demos, built only with
 //!   the `dsa-model` cargo feature (and in the unit tests);
 //! - [`Dsa`] (the module), [`DsaChannel`], [`DsaArgs`] (the flags).
@@ -35,6 +38,7 @@ pub mod idxd;
 pub mod model;
 pub mod portal;
 pub mod spec;
+pub mod vfio;
 
 mod args;
 #[cfg(any(test, feature = "dsa-model"))]
