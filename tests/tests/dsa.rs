@@ -1,13 +1,15 @@
 //! End-to-end tests of the DSA module on its device model (this machine
 //! has no DSA): accel-perf `-M dsa --dsa-model N` verifying every
 //! workload, the seed's batched copy at most one portal write per 128
-//! operations, the daemon with `--dsa-model` moving malloc data on DSA,
-//! and `--dsa` on this host falling back to software and saying why.
+//! operations, the daemon with `--dsa-model` moving malloc data on DSA
+//! (PerfService IO, and an NVMe/TCP Copy command), and `--dsa` on this
+//! host falling back to software and saying why.
 
 use std::process::Output;
 
 use io_engine_api::v1 as pb;
 use io_engine_tests::daemon::Daemon;
+use io_engine_tests::nvmf::{CC_ENABLE, HOST_NQN, Host, Sqe, nqn_of};
 use io_engine_tests::{accel_op, available_cpus, bin, cpu_mask, run, u};
 use pb::perf_service_client::PerfServiceClient;
 use serde_json::Value;
@@ -221,4 +223,51 @@ async fn dsa_on_a_host_without_it_runs_on_software_and_says_why() {
         assert_eq!(entry["module"], "software", "{a}");
     }
     perf(&d, "randwrite", true).await;
+}
+
+/// An NVMe/TCP Copy command on a malloc device is an accel copy inside the
+/// device: with DSA registered it runs on DSA.
+#[test]
+fn an_nvme_tcp_copy_runs_on_dsa() {
+    const BS: usize = 4096;
+    let d = Daemon::start_quiet([
+        "--dsa-model",
+        "1",
+        "--bdev",
+        "malloc:///m0?size_mb=16&blk_size=4096",
+        "--share",
+        "m0:nvmf",
+    ]);
+    let addr = d.nvmf_addr();
+    let (mut admin, cqe) = Host::admin(addr, &nqn_of("m0"), 0).unwrap();
+    assert_eq!(cqe.status(), 0, "admin Connect");
+    let cntlid = cqe.dw0() as u16;
+    assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
+    let mut io = Host::tcp(addr).unwrap();
+    io.ic(false, false).unwrap();
+    let cqe = io
+        .connect(1, 127, cntlid, &nqn_of("m0"), HOST_NQN, 0)
+        .unwrap();
+    assert_eq!(cqe.status(), 0, "I/O queue Connect");
+
+    let data: Vec<u8> = (0..2 * BS).map(|i| (i as u8).wrapping_mul(13)).collect();
+    let w = io.exec(Sqe::rw(0x01, 1, 10, 2), &data, &[]).unwrap().0;
+    assert_eq!(w.status(), 0);
+    let before = u(&accel_op(&d.ctl_json(&["accel", "stats"]), "copy", "dsa")["executed"]);
+    // Copy (opcode 0x19) of blocks 10-11 to block 500: one range.
+    let mut range = vec![0u8; 32];
+    range[8..16].copy_from_slice(&10u64.to_le_bytes());
+    range[16..18].copy_from_slice(&1u16.to_le_bytes());
+    let sqe = Sqe::new(0x19, 1).with_cdw(10, 500).with_cdw(12, 0);
+    assert_eq!(io.exec(sqe, &range, &[]).unwrap().0.status(), 0, "Copy");
+    let st = d.ctl_json(&["accel", "stats"]);
+    assert_eq!(
+        u(&accel_op(&st, "copy", "dsa")["executed"]),
+        before + 1,
+        "the Copy was one DSA copy: {st}"
+    );
+    let sqe = Sqe::rw(0x02, 1, 500, 2).with_bytes(32, &(2 * BS as u32).to_le_bytes());
+    let (cqe, got) = io.exec(sqe, &[], &[]).unwrap();
+    assert_eq!(cqe.status(), 0);
+    assert!(got == data, "the copied blocks read back");
 }
