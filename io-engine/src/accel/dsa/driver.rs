@@ -171,6 +171,9 @@ pub struct DriverCounters {
     pub resumed: AtomicU64,
     /// Descriptors of a completed batch that never ran.
     pub not_run: AtomicU64,
+    /// Faulting pages touched before a resumption (shared virtual
+    /// addressing).
+    pub touched: AtomicU64,
     /// Slots that timed out.
     pub timeouts: AtomicU64,
 }
@@ -884,6 +887,7 @@ impl Channel {
                     return;
                 }
                 bump(&self.counters.resumed, 1);
+                self.touch(&q, fault, st & status::WRITE != 0);
                 if bytes == 0 {
                     self.stall(p.req, done);
                 } else {
@@ -903,6 +907,57 @@ impl Channel {
                 );
                 self.finish(p.req, Completion::with(Status::EngineError), done);
             }
+        }
+    }
+
+    /// With shared virtual addressing (the device's address of a buffer is
+    /// its virtual address) a page fault means the page is not present
+    /// for the device: touch it (a read, or an atomic add of 0 for a
+    /// write fault, which makes the kernel allocate or unshare the page)
+    /// so the resumed piece finds it. Only an address inside one of the
+    /// request's own buffers is touched; under an IOMMU mapping (VFIO, the
+    /// model) the address is an IOVA and nothing is touched.
+    fn touch(&self, q: &Request, fault: u64, write: bool) {
+        let addr = fault as usize;
+        let Some(w) = self.hw.wq.memory().window(addr) else {
+            return;
+        };
+        if w.iova.wrapping_add((addr - w.va) as u64) != fault {
+            return;
+        }
+        let seg = (q.iovcnt > 0 && q.seg < q.iovcnt).then(|| {
+            // SAFETY: as in `describe`: seg < iovcnt, the vector valid
+            // until the task completes.
+            unsafe { *q.iovs.add(q.seg) }
+        });
+        let inside = |base: usize, len: usize| base != 0 && addr >= base && addr - base < len;
+        let mine = match q.op {
+            Opcode::Copy | Opcode::CopyCrc32c if write => inside(q.dst, q.len),
+            Opcode::Fill => inside(q.dst, q.len),
+            Opcode::Dualcast if write => inside(q.dst, q.len) || inside(q.dst2, q.len),
+            Opcode::Compare => inside(q.src, q.len) || inside(q.src2, q.len),
+            Opcode::Crc32c | Opcode::CopyCrc32c => match seg {
+                Some(v) => inside(v.base as usize, v.len),
+                None => inside(q.src, q.len),
+            },
+            Opcode::Copy | Opcode::Dualcast => inside(q.src, q.len),
+        };
+        if !mine {
+            return;
+        }
+        bump(&self.counters.touched, 1);
+        let p = addr as *mut u8;
+        if write {
+            // SAFETY: `p` is inside a destination of this request, which
+            // its submitter gave the channel until the task completes and
+            // does not touch meanwhile; the device stopped at this address
+            // (the piece completed partially), so nothing else accesses
+            // the byte. Adding 0 atomically keeps its value.
+            unsafe { std::sync::atomic::AtomicU8::from_ptr(p) }.fetch_add(0, Ordering::Relaxed);
+        } else {
+            // SAFETY: `p` is inside a source of this request, readable
+            // until the task completes.
+            unsafe { std::ptr::read_volatile(p) };
         }
     }
 

@@ -47,6 +47,8 @@ pub struct Totals {
     pub resumed: u64,
     /// Descriptors of a completed batch that never ran.
     pub not_run: u64,
+    /// Faulting pages touched before a resumption.
+    pub touched: u64,
     /// Timeouts.
     pub timeouts: u64,
 }
@@ -164,6 +166,7 @@ impl Dsa {
             t.page_faults += l(&c.page_faults);
             t.resumed += l(&c.resumed);
             t.not_run += l(&c.not_run);
+            t.touched += l(&c.touched);
             t.timeouts += l(&c.timeouts);
         }
         t
@@ -247,6 +250,7 @@ impl Module for Dsa {
             ("page_faults", t.page_faults),
             ("resumed", t.resumed),
             ("not_run", t.not_run),
+            ("touched", t.touched),
             ("timeouts", t.timeouts),
         ]
     }

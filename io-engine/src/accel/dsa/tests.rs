@@ -551,6 +551,7 @@ fn a_partial_completion_is_resumed_from_the_bytes_completed() {
     let t = dsa.totals();
     assert_eq!(t.page_faults, 4, "{t:?}");
     assert_eq!(t.resumed, 4, "{t:?}");
+    assert_eq!(t.touched, 0, "IOVAs are not touched: {t:?}");
     assert_eq!(h.counters().page_faults, 4);
     assert_clean(&h);
 }
@@ -588,4 +589,46 @@ fn model_hardware_names_each_wq() {
     });
     assert_eq!(hw.len(), 2);
     assert_eq!(hw[1].wq.info().mode, WqMode::Shared);
+}
+
+#[test]
+fn under_shared_virtual_addressing_a_faulting_page_is_touched_and_resumed() {
+    // IOVA = virtual address, as with the idxd driver's SVA: the driver
+    // touches the faulting byte (inside the request's own buffer) before
+    // it resumes; the data must be untouched by that and the task done.
+    let model = Arc::new(DsaModel::new(ModelConfig {
+        iova_offset: 0,
+        ..ModelConfig::default()
+    }));
+    let h = model.handle();
+    let mapping = register_mapper(model.mapper());
+    let hw = model
+        .work_queues()
+        .into_iter()
+        .map(|wq| Hardware {
+            wq,
+            keep: Some(Box::new(model.clone())),
+        })
+        .collect();
+    let dsa = module_on(hw, mapping, &DriverConfig::default());
+    let accel = accel_of(&dsa);
+    let ch = accel.channel();
+    let arena = Arena::new(1 << 20);
+    let len = 65536;
+    let (src, dst) = (arena.take(len, 0), arena.take(len, 0));
+    scribble(src, len, 77);
+    for write in [true, false] {
+        h.faults().page_fault(1, 5000, write);
+        let r = Recorder::new(&ch);
+        // SAFETY: arena pieces, untouched until the wait.
+        unsafe { r.q.copy_crc32c(dst, &[IoVec::new(src, len)], 0, 0) }.unwrap();
+        r.wait(1, "faulted under SVA");
+        let c = r.only("faulted under SVA");
+        assert_eq!(c.status, Status::Success);
+        assert_eq!(c.crc, reference_crc32c(0, bytes(src, len)));
+        assert!(bytes(dst, len) == bytes(src, len));
+    }
+    let t = dsa.totals();
+    assert_eq!((t.resumed, t.touched), (2, 2), "{t:?}");
+    assert_clean(&h);
 }
