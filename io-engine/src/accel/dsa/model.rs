@@ -65,9 +65,14 @@
 //!   status each come a set time later: a driver that reads a field before
 //!   it has seen the status non-zero reads garbage. A record that is not
 //!   32-byte aligned or not mapped cannot be written: a software error
-//!   (SWERR, [`WorkQueue::device_error`]). A record whose status is not 0
+//!   (SWERR, [`WorkQueue::device_error`]), as is a failure of a descriptor
+//!   without a record address (Request Completion Record without Completion
+//!   Record Address Valid is itself invalid flags). A record whose status is not 0
 //!   when its descriptor is submitted or starts is a [`Violation`] (a
-//!   driver that did not clear it would take the old status for the new).
+//!   driver that did not clear it would take the old status for the new);
+//!   so is a record submitted while a descriptor in flight owns it (its
+//!   own record, or a batch descriptor's that requests one), from its
+//!   submission until just before its status is written.
 //! - Page faults ("Page Fault Handling", "Block on Fault"): an address not
 //!   mapped (or a fault injected with [`Faults::page_fault`]) ends the
 //!   operation with a partial completion: status "page fault" (bit 7 set

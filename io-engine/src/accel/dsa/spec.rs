@@ -702,8 +702,16 @@ pub const MMIO_BAR: u32 = 0;
 /// The BAR of the work-submission portals.
 pub const WQ_BAR: u32 = 2;
 
-/// Version (32 bits): major 7:4, minor 3:0.
+/// Version (32 bits): reads [`VERSION_1`] on a DSA 1.0 device (Sapphire
+/// Rapids), [`VERSION_2`] on a 2.0 one. Linux compares the whole value
+/// with its `DEVICE_VERSION_1`/`_2` (0x100, 0x200); its
+/// `IDXD_VER_MAJOR_MASK` (0xf0) does not fit those values, so compare
+/// whole values too.
 pub const VERSION: usize = 0x00;
+/// VERSION of a DSA 1.0 device.
+pub const VERSION_1: u32 = 0x100;
+/// VERSION of a DSA 2.0 device.
+pub const VERSION_2: u32 = 0x200;
 /// General capabilities (64 bits, [`gencap`]).
 pub const GENCAP: usize = 0x10;
 /// Work queue capabilities (64 bits, [`wqcap`]).

@@ -111,6 +111,15 @@ pub enum Violation {
         /// The status found.
         status: u8,
     },
+    /// A descriptor submitted with a completion record that a descriptor
+    /// still in flight owns (its own, or one a batch's descriptor requests):
+    /// the device would write one over the other.
+    RecordInUse {
+        /// The WQ.
+        wq: usize,
+        /// The record's address.
+        addr: u64,
+    },
     /// A batch descriptor that changed between the batch's submission and
     /// its execution: the driver wrote a list the device owned.
     BatchListRewritten {

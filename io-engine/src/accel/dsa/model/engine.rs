@@ -93,6 +93,11 @@ impl Engine {
         let out = self.execute(s, &g, wq, &q.desc, false, q.list.as_deref());
         let entry = &s.wqs[wq].occupancy;
         complete(s, &g, wq, &q.desc, &out, || {
+            // A batch's records not written (abandoned, or never reached)
+            // go back with it.
+            for addr in q.records() {
+                s.release_record(addr);
+            }
             entry.fetch_sub(1, Ordering::AcqRel);
         });
     }
@@ -193,7 +198,12 @@ impl Engine {
             check_stale(s, g, wq, &inner);
             Counters::bump(&s.counters.descriptors);
             let out = self.execute(s, g, wq, &inner, true, None);
-            complete(s, g, wq, &inner, &out, || {});
+            let owned = inner.flags() & (flags::CRAV | flags::RCR) == flags::CRAV | flags::RCR;
+            complete(s, g, wq, &inner, &out, || {
+                if owned {
+                    s.release_record(inner.completion);
+                }
+            });
             failed |= out.code() != status::SUCCESS;
             done += 1;
         }

@@ -6,7 +6,7 @@
 //! Thread: shared by all (`Arc`); the queues and the engine are behind
 //! locks, the rest is atomic.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::Thread;
@@ -17,7 +17,7 @@ use super::counters::{Counters, Violation};
 use super::engine::Engine;
 use super::faults::Faults;
 use crate::accel::dsa::portal::WqInfo;
-use crate::accel::dsa::spec::{Descriptor, opcode, status};
+use crate::accel::dsa::spec::{Descriptor, flags, opcode, status};
 use crate::accel::ioat::{IovaMap, MappedMemory};
 
 /// A descriptor the device took, with (for a batch) its list as read at
@@ -25,6 +25,20 @@ use crate::accel::ioat::{IovaMap, MappedMemory};
 pub(super) struct Queued {
     pub(super) desc: Descriptor,
     pub(super) list: Option<Vec<Descriptor>>,
+}
+
+impl Queued {
+    /// The completion records this descriptor owns from its submission to
+    /// its status: its own (with an address), and those of a batch's
+    /// descriptors that request one.
+    pub(super) fn records(&self) -> impl Iterator<Item = u64> + '_ {
+        let own = (self.desc.flags() & flags::CRAV != 0).then_some(self.desc.completion);
+        let inner = self.list.iter().flatten().filter_map(|d| {
+            (d.flags() & (flags::CRAV | flags::RCR) == flags::CRAV | flags::RCR)
+                .then_some(d.completion)
+        });
+        own.into_iter().chain(inner)
+    }
 }
 
 /// One work queue's state.
@@ -45,6 +59,8 @@ pub(super) struct Shared {
     pub(super) faults: Faults,
     pub(super) counters: Counters,
     violations: Mutex<Vec<Violation>>,
+    /// Completion records owned by descriptors in flight.
+    records: Mutex<HashSet<u64>>,
     software_errors: Mutex<VecDeque<String>>,
     /// The engine; held while a descriptor is taken and executed, so
     /// descriptors of a WQ complete in order whoever steps them.
@@ -95,6 +111,7 @@ impl Shared {
             faults: Faults::default(),
             counters: Counters::default(),
             violations: Mutex::new(Vec::new()),
+            records: Mutex::new(HashSet::new()),
             software_errors: Mutex::new(VecDeque::new()),
             engine: Mutex::new(Engine::new()),
             queued: AtomicU64::new(0),
@@ -135,6 +152,28 @@ impl Shared {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(v);
+    }
+
+    /// `q`'s records pass to the device: one already owned by a descriptor
+    /// in flight is a violation.
+    pub(super) fn own_records(&self, wq: usize, q: &Queued) {
+        let mut owned = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        for addr in q.records() {
+            if !owned.insert(addr) {
+                drop(owned);
+                self.violate(Violation::RecordInUse { wq, addr });
+                owned = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+    }
+
+    /// The record at `addr` goes back to the driver (just before its
+    /// status is written).
+    pub(super) fn release_record(&self, addr: u64) {
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&addr);
     }
 
     pub(super) fn violations(&self) -> Vec<Violation> {

@@ -964,6 +964,51 @@ fn a_record_not_cleared_before_reuse_is_a_violation() {
 }
 
 #[test]
+fn a_record_owned_by_a_descriptor_in_flight_is_a_violation() {
+    let r = default_rig();
+    r.model.faults().manual(true);
+    let recs = r.buf(4096);
+    let list = r.buf(4096);
+    let (a, b) = (r.buf(4096), r.buf(4096));
+    let copy =
+        |i: usize| Descriptor::memmove(a.iova(), b.iova(), 64).with_completion(rec_at(&recs, i));
+    r.submit(&copy(0)).unwrap();
+    r.submit(&copy(0)).unwrap();
+    // A batch whose descriptor requests record 1, then a descriptor that
+    // uses record 1 for itself.
+    write_list(&list, &[copy(1), copy(2)]);
+    r.submit(&Descriptor::batch(list.iova(), 2).with_completion(rec_at(&recs, 3)))
+        .unwrap();
+    r.submit(&copy(1)).unwrap();
+    while r.model.step() {}
+    let v = r.model.take_violations();
+    assert!(
+        v.contains(&Violation::RecordInUse {
+            wq: 0,
+            addr: rec_at(&recs, 0)
+        }),
+        "{v:?}"
+    );
+    assert!(
+        v.contains(&Violation::RecordInUse {
+            wq: 0,
+            addr: rec_at(&recs, 1)
+        }),
+        "{v:?}"
+    );
+    // Reused once its status is seen: fine.
+    for i in 0..4 {
+        recs.write_u64(32 * i, 0);
+    }
+    r.submit(&copy(0)).unwrap();
+    assert!(r.model.step());
+    recs.write_u64(0, 0);
+    r.submit(&copy(0)).unwrap();
+    assert!(r.model.step());
+    assert_eq!(r.model.violations(), vec![]);
+}
+
+#[test]
 fn many_submitters_on_a_shared_wq() {
     // Four threads share a WQ of 8 entries, retrying when refused: every
     // descriptor completes once, none is lost.

@@ -123,13 +123,12 @@ impl ModelWq {
             check_stale(s, &g, self.index, desc);
             (desc.opcode() == opcode::BATCH).then(|| read_list(&g, desc, w.info.max_batch))
         };
-        s.push(
-            self.index,
-            Queued {
-                desc: *desc,
-                list: list.flatten(),
-            },
-        );
+        let q = Queued {
+            desc: *desc,
+            list: list.flatten(),
+        };
+        s.own_records(self.index, &q);
+        s.push(self.index, q);
         Ok(())
     }
 }
