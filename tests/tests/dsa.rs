@@ -2,8 +2,9 @@
 //! has no DSA): accel-perf `-M dsa --dsa-model N` verifying every
 //! workload, the seed's batched copy at most one portal write per 128
 //! operations, the daemon with `--dsa-model` moving malloc data on DSA
-//! (PerfService IO, and an NVMe/TCP Copy command), and `--dsa` on this
-//! host falling back to software and saying why.
+//! (PerfService IO, and an NVMe/TCP Copy command), bdev-perf verifying a
+//! malloc device through the model, and `--dsa` on this host falling back
+//! to software and saying why.
 
 use std::process::Output;
 
@@ -270,4 +271,32 @@ fn an_nvme_tcp_copy_runs_on_dsa() {
     let (cqe, got) = io.exec(sqe, &[], &[]).unwrap();
     assert_eq!(cqe.status(), 0);
     assert!(got == data, "the copied blocks read back");
+}
+
+#[test]
+fn bdev_perf_verifies_a_malloc_device_through_the_dsa_model() {
+    let cpu = available_cpus()[0].to_string();
+    let out = run(
+        bin("bdev-perf"),
+        [
+            "-l",
+            &cpu,
+            "-w",
+            "randrw",
+            "-t",
+            "0.5",
+            "-y",
+            "--dsa-model",
+            "1",
+            "--json",
+            "--bdev",
+            "malloc:///m0?size_mb=16&blk_size=4096",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let copy = accel_op(&v["accel"], "copy", "dsa");
+    assert!(u(&copy["executed"]) > 0, "{v}");
+    assert_eq!(u(&copy["failed"]), 0);
+    assert!(u(&v["accel"]["modules"]["dsa"]["portal_writes"]) > 0, "{v}");
 }
