@@ -6,6 +6,9 @@
 //! the seam), completion fields read before the status byte, a batch
 //! whose descriptor list cannot be read, shared-WQ retry, and page faults
 //! with partial completion (resumed, or failed).
+//!
+//! Thread: each test's own thread holds the accel channel and polls it;
+//! the model's device thread executes the descriptors.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
