@@ -39,11 +39,11 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The package holding the engine's binaries (bdev-perf, accel-perf, the daemon).
 pub const ENGINE_PACKAGE: &str = "io-engine";
 
-/// The cargo features the engine's binaries are built with: the I/OAT
-/// device model, which the tests run (`--ioat-model`). Every build of them
+/// The cargo features the engine's binaries are built with: the I/OAT and
+/// DSA device models, which the tests run (`--ioat-model`, `--dsa-model`). Every build of them
 /// (here, the benches, docs/performance.md) uses this one set, so cargo
 /// does not rebuild the engine between them.
-pub const ENGINE_FEATURES: &str = "ioat-model";
+pub const ENGINE_FEATURES: &str = "ioat-model,dsa-model";
 
 /// The workspace root: the parent of this crate's directory.
 pub fn workspace_root() -> PathBuf {

@@ -1,24 +1,53 @@
-//! The Intel DSA (Data Streaming Accelerator) accel module: copy, fill,
-//! compare, compare pattern, dualcast, crc32c and copy+crc32c on DSA work
-//! queues, batched.
+//! The DSA accel module: every accel opcode (copy, fill, compare,
+//! dualcast, crc32c, copy_crc32c) on Intel Data Streaming Accelerator work
+//! queues, driven from userspace.
 //!
-//! Thread: see each part; the seam ([`WorkQueue`]) is `Send + Sync`.
+//! Thread: [`Dsa`] is shared (`Arc`, `Send + Sync`); its work queues are
+//! found and opened on the thread that starts the engine, and it hands one
+//! channel (one work queue) to each thread that asks (`create_channel`,
+//! called on the reactor that will use it) while any is left. A
+//! [`DsaChannel`] is used only by that reactor; when it is dropped its work
+//! queue goes back to the pool for the next thread.
 //!
-//! The parts, each behind a seam so the driver runs unchanged on real
-//! hardware and on the model:
+//! The parts, each behind a seam so the driver runs unchanged on the
+//! kernel's idxd driver, on VFIO and on the model:
 //!
-//! - [`spec`]: descriptor, completion record, opcodes, status codes,
-//!   registers and portals, per the DSA specification;
-//! - [`portal`]: the seam the driver sees a work queue through
-//!   ([`WorkQueue`], [`WqInfo`], [`Retry`]) and the real submission path
-//!   ([`Portal`]: MOVDIR64B / ENQCMD);
-//! - `model`: a software DSA device whose work queues implement the seam,
-//!   for tests and demos, built only with the `dsa-model` cargo feature
-//!   (and in the unit tests).
+//! - [`spec`]: descriptors, completion records, opcodes, flags, status
+//!   codes, registers and portals, per the DSA specification;
+//! - [`portal`]: the work-queue seam ([`WorkQueue`]): one 64-byte
+//!   descriptor per portal write, MOVDIR64B for a dedicated work queue,
+//!   ENQCMD (which may answer "retry") for a shared one;
+//! - [`driver`]: the channel driver (descriptors, batches, completion
+//!   records, partial completions, retries);
+//! - [`idxd`]: the kernel idxd backend (sysfs discovery, `/dev/dsa/wqD.Q`,
+//!   the portal's mapping; shared virtual addressing);
+//! - [`vfio`]: the VFIO backend's device configuration (capabilities,
+//!   group and WQ configuration, enabling device and WQ); opening the
+//!   function and mapping its portals is not written yet;
+//! - `model`: a software DSA device for tests and demos, built only with
+//!   the `dsa-model` cargo feature (and in the unit tests);
+//! - [`Dsa`] (the module), [`DsaChannel`], [`DsaArgs`] (the flags).
+//!
+//! One work queue per reactor while they last, as SPDK's kernel-mode idxd
+//! gives each thread a channel; a reactor that finds none left runs on
+//! software, and the framework records a note saying so. See docs/dsa.md.
 
+pub mod driver;
+pub mod idxd;
 #[cfg(any(test, feature = "dsa-model"))]
 pub mod model;
 pub mod portal;
 pub mod spec;
+pub mod vfio;
 
+mod args;
+#[cfg(any(test, feature = "dsa-model"))]
+mod devices;
+mod module;
+
+#[cfg(test)]
+mod tests;
+
+pub use args::DsaArgs;
+pub use module::{Dsa, DsaChannel, NAME, Totals};
 pub use portal::{Portal, Retry, WorkQueue, WqInfo, WqMode};

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
+use io_engine::accel::dsa::DsaArgs;
 use io_engine::accel::ioat::IoatArgs;
 use io_engine::accel::{Accel, Assignment, Opcode};
 use io_engine::env::cores::CoreSet;
@@ -102,6 +103,9 @@ struct Args {
     #[command(flatten)]
     ioat: IoatArgs,
 
+    #[command(flatten)]
+    dsa: DsaArgs,
+
     /// After the run, time a plain loop (ptr copy/fill, slice compare, the
     /// crc32c crate) over the same buffers on each core for the same time,
     /// and report it beside the framework's figure.
@@ -145,12 +149,17 @@ fn run(args: Args) -> Result<bool, String> {
         }],
         None => Vec::new(),
     };
-    // The I/OAT devices see DMA memory through a mapper registered here:
-    // env tells it of every DMA region, made before or after.
-    let ioat = args.ioat.modules(register_mapper);
-    let accel = Accel::new(ioat, &overrides).map_err(|e| match &e {
+    // The I/OAT devices (and the DSA model) see DMA memory through a
+    // mapper registered here: env tells it of every DMA region, made before
+    // or after. DSA first: it runs every opcode.
+    let mut offload = args.dsa.modules(register_mapper);
+    offload.extend(args.ioat.modules(register_mapper));
+    let accel = Accel::new(offload, &overrides).map_err(|e| match &e {
         io_engine::accel::AccelError::UnknownModule(m) if m == io_engine::accel::ioat::NAME => {
             format!("{e}: add --ioat (hardware) or --ioat-model N (the device model)")
+        }
+        io_engine::accel::AccelError::UnknownModule(m) if m == io_engine::accel::dsa::NAME => {
+            format!("{e}: add --dsa (work queues of the idxd driver) or --dsa-model N (the device model)")
         }
         _ => e.to_string(),
     })?;
@@ -296,16 +305,21 @@ fn print_table(cores: &CoreSet, size: usize, outcomes: &[Outcome]) {
     }
 }
 
-/// The module's own counters (I/OAT: doorbell writes and descriptors),
-/// per operation.
+/// The module's own counters (I/OAT: doorbell writes and descriptors;
+/// DSA: portal writes, its doorbells, and descriptors), per operation.
 fn print_engine(module: &str, outcomes: &[Outcome], engine: &[(&'static str, u64)]) {
     let get = |k: &str| engine.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
     let (Some(doorbells), Some(descriptors)) = (get("doorbell_writes"), get("descriptors")) else {
         return;
     };
     let ops = outcomes.iter().map(|o| o.completed).sum::<u64>().max(1) as f64;
+    let what = if module == io_engine::accel::dsa::NAME {
+        "portal writes"
+    } else {
+        "doorbell writes"
+    };
     println!(
-        "Module {module}: {doorbells} doorbell writes ({:.4} per operation), {descriptors} \
+        "Module {module}: {doorbells} {what} ({:.4} per operation), {descriptors} \
          descriptors ({:.2} per operation)",
         doorbells as f64 / ops,
         descriptors as f64 / ops

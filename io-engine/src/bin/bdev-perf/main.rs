@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use io_engine::accel::Accel;
+use io_engine::accel::dsa::DsaArgs;
 use io_engine::accel::ioat::IoatArgs;
 use io_engine::bdev::{BdevRegistry, IoPoolConfig};
 use io_engine::env::cores::CoreSet;
@@ -81,6 +82,9 @@ struct Args {
     #[command(flatten)]
     ioat: IoatArgs,
 
+    #[command(flatten)]
+    dsa: DsaArgs,
+
     /// Device to create and drive, e.g. 'null:///n0?size_mb=1024&blk_size=4096'.
     #[arg(long = "bdev", required = true, value_name = "URI")]
     bdevs: Vec<String>,
@@ -121,9 +125,12 @@ fn main() -> ExitCode {
 fn run(args: Args) -> Result<report::Report, Fatal> {
     let cores = CoreSet::from_args(args.reactor_mask.as_deref(), args.core_list.as_deref())?;
     cores.check_available()?;
-    // The I/OAT devices see DMA memory through a mapper registered here:
-    // env tells it of every DMA region, made before or after.
-    let accel = Accel::new(args.ioat.modules(register_mapper), &[])?;
+    // The I/OAT devices and the DSA model see DMA memory through a mapper
+    // registered here: env tells it of every DMA region, made before or
+    // after. DSA first: it runs every opcode.
+    let mut offload = args.dsa.modules(register_mapper);
+    offload.extend(args.ioat.modules(register_mapper));
+    let accel = Accel::new(offload, &[])?;
     let registry = BdevRegistry::with_accel(
         IoPoolConfig {
             size: args.io_pool_size,

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use io_engine::accel::Assignment;
+use io_engine::accel::dsa::DsaArgs;
 use io_engine::accel::ioat::IoatArgs;
 use io_engine::control::{GrpcTls, GrpcTlsArgs, Limits};
 use io_engine::engine::{Engine, EngineConfig};
@@ -116,6 +117,9 @@ struct Args {
 
     #[command(flatten)]
     ioat: IoatArgs,
+
+    #[command(flatten)]
+    dsa: DsaArgs,
 
     #[command(flatten)]
     grpc_limits: Limits,
@@ -426,9 +430,16 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         )
         .map_err(|e| format!("NVMe/TCP: {e}"))?
         .with_queues_per_host(args.nvmf_max_queues_per_host),
-        // The I/OAT devices see DMA memory through a mapper registered
-        // here: env tells it of every DMA region, made before or after.
-        accel_modules: args.ioat.modules(register_mapper),
+        // The I/OAT devices and the DSA model see DMA memory through a
+        // mapper registered here: env tells it of every DMA region, made
+        // before or after. DSA first: it runs every opcode, so malloc's
+        // copies and fills and the NVMe/TCP Copy command go to it unless
+        // --accel-assign says otherwise.
+        accel_modules: {
+            let mut m = args.dsa.modules(register_mapper);
+            m.extend(args.ioat.modules(register_mapper));
+            m
+        },
         accel_assign: args.accel_assign.clone(),
     })?);
     for uri in &args.bdevs {

@@ -1,0 +1,111 @@
+//! [`DsaArgs`]: the DSA flags the daemon and accel-perf share, and the
+//! module they ask for.
+//!
+//! Thread: the thread that builds the engine (the binaries' main thread).
+
+use std::sync::Arc;
+
+use super::driver::{DriverConfig, Hardware};
+use super::idxd;
+use super::module::Dsa;
+use crate::accel::Module;
+use crate::accel::ioat::vfio::SysfsRoot;
+use crate::env::dma::{DmaMapper, MapperRegistration};
+
+/// Why `--dsa-model` is refused by a build without the model.
+pub(super) const MODEL_NOT_BUILT: &str = "--dsa-model needs the DSA device model, which this \
+     binary was built without: build it with the `dsa-model` cargo feature (`cargo build \
+     --release -p io-engine --features dsa-model`)";
+
+/// The DSA flags the daemon and accel-perf share.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct DsaArgs {
+    /// Run accel operations on the Intel DSA work queues the kernel's idxd
+    /// driver exposes (`/dev/dsa/wqD.Q`, user work queues configured with
+    /// accel-config; see docs/dsa.md). Without a usable one the engine runs
+    /// on software and says why (in the log and in GetInfo's accel notes).
+    #[arg(long = "dsa", env = "IO_ENGINE_DSA", conflicts_with = "dsa_model")]
+    pub dsa: bool,
+
+    /// With --dsa: only these work queues, e.g. dsa0/wq0.1 (comma
+    /// separated).
+    #[arg(
+        long = "dsa-wqs",
+        value_name = "WQ",
+        env = "IO_ENGINE_DSA_WQS",
+        value_delimiter = ',',
+        requires = "dsa"
+    )]
+    pub dsa_wqs: Vec<String>,
+
+    /// Run accel operations on N work queues of the DSA device model: a
+    /// software DSA device behind the same driver, for demos and tests; it
+    /// measures the driver, not hardware. Only in binaries built with the
+    /// `dsa-model` cargo feature.
+    #[arg(
+        long = "dsa-model",
+        value_name = "N",
+        env = "IO_ENGINE_DSA_MODEL",
+        default_value_t = 0,
+        value_parser = |s: &str| model_wqs(s, MODEL_BUILT_IN)
+    )]
+    pub dsa_model: usize,
+}
+
+/// Whether this build has the device model.
+const MODEL_BUILT_IN: bool = cfg!(any(test, feature = "dsa-model"));
+
+/// `--dsa-model`'s value: a work-queue count; anything but 0 is refused
+/// when the model is not `built_in`.
+pub(super) fn model_wqs(s: &str, built_in: bool) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
+    if n > 0 && !built_in {
+        return Err(MODEL_NOT_BUILT.into());
+    }
+    Ok(n)
+}
+
+impl DsaArgs {
+    /// Whether any DSA flag asked for the module.
+    pub fn wanted(&self) -> bool {
+        self.dsa || self.dsa_model > 0
+    }
+
+    /// The module these flags ask for, as the offload list of an
+    /// [`Accel`](crate::accel::Accel) (empty without DSA flags). The model's
+    /// memory is made visible to it through a mapper the caller registers
+    /// with `register` (the binaries pass
+    /// [`register_mapper`](crate::env::dma::register_mapper)); work queues
+    /// of the kernel's idxd driver need none (shared virtual addressing).
+    pub fn modules(
+        &self,
+        register: impl FnOnce(Arc<dyn DmaMapper>) -> MapperRegistration,
+    ) -> Vec<Arc<dyn Module>> {
+        if !self.wanted() {
+            return Vec::new();
+        }
+        let cfg = DriverConfig::default();
+        let mut hardware: Vec<Hardware> = Vec::new();
+        let mut notes = Vec::new();
+        if self.dsa {
+            let found = idxd::discover(&SysfsRoot::system(), &self.dsa_wqs);
+            let (hw, n) = idxd::open_all(found, &idxd::SystemIdxd);
+            hardware.extend(hw);
+            notes.extend(n);
+        }
+        #[cfg(not(any(test, feature = "dsa-model")))]
+        let _ = register;
+        #[cfg(any(test, feature = "dsa-model"))]
+        if self.dsa_model > 0 {
+            let (models, mapper) = super::devices::models(self.dsa_model);
+            let mapping = Arc::new(register(mapper));
+            hardware.extend(models.into_iter().map(|mut h| {
+                h.keep = Some(Box::new((h.keep.take(), mapping.clone())));
+                h
+            }));
+        }
+        let dsa = Dsa::start(hardware, &cfg, notes);
+        dsa.log();
+        vec![Arc::new(dsa) as Arc<dyn Module>]
+    }
+}

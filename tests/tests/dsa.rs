@@ -1,0 +1,302 @@
+//! End-to-end tests of the DSA module on its device model (this machine
+//! has no DSA): accel-perf `-M dsa --dsa-model N` verifying every
+//! workload, the seed's batched copy at most one portal write per 128
+//! operations, the daemon with `--dsa-model` moving malloc data on DSA
+//! (PerfService IO, and an NVMe/TCP Copy command), bdev-perf verifying a
+//! malloc device through the model, and `--dsa` on this host falling back
+//! to software and saying why.
+
+use std::process::Output;
+
+use io_engine_api::v1 as pb;
+use io_engine_tests::daemon::Daemon;
+use io_engine_tests::nvmf::{CC_ENABLE, HOST_NQN, Host, Sqe, nqn_of};
+use io_engine_tests::{accel_op, available_cpus, bin, cpu_mask, run, u};
+use pb::perf_service_client::PerfServiceClient;
+use serde_json::Value;
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn accel_perf_json(args: &[&str]) -> (Value, Output) {
+    let m = cpu_mask(&[available_cpus()[0]]);
+    let mut all = vec!["-m", m.as_str(), "--json"];
+    all.extend_from_slice(args);
+    let out = run(bin("accel-perf"), &all);
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "accel-perf {all:?}: not JSON ({e}): {}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    });
+    (v, out)
+}
+
+#[test]
+fn accel_perf_verifies_every_workload_on_the_dsa_model() {
+    for w in [
+        "copy",
+        "fill",
+        "compare",
+        "dualcast",
+        "crc32c",
+        "copy_crc32c",
+    ] {
+        let (v, out) =
+            accel_perf_json(&["-w", w, "-M", "dsa", "--dsa-model", "1", "-y", "-t", "0.3"]);
+        assert!(out.status.success(), "{w}: {}", text(&out.stderr));
+        assert_eq!(v["module"]["name"], "dsa", "{v}");
+        assert_eq!(v["total"]["failed"], 0, "{w}: {v}");
+        assert!(u(&v["total"]["transfers"]) > 0, "{w}: {v}");
+        assert!(u(&v["module"]["portal_writes"]) > 0, "{w}: {v}");
+        assert!(
+            u(&v["module"]["descriptors"]) >= u(&v["total"]["transfers"]),
+            "{w}: {v}"
+        );
+    }
+    let m = cpu_mask(&[available_cpus()[0]]);
+    let out = run(
+        bin("accel-perf"),
+        [
+            "-m",
+            &m,
+            "-w",
+            "copy",
+            "--dsa-model",
+            "1",
+            "-y",
+            "-t",
+            "0.3",
+        ],
+    );
+    let s = text(&out.stdout);
+    assert!(out.status.success(), "{s}");
+    assert!(s.contains("Module:         dsa"), "{s}");
+    assert!(
+        s.contains("Module dsa: ") && s.contains("portal writes ("),
+        "{s}"
+    );
+    // -M dsa without a DSA flag: a usage error that says what to add.
+    let out = run(bin("accel-perf"), ["-m", &m, "-w", "copy", "-M", "dsa"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("add --dsa (work queues of the idxd driver) or --dsa-model N"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// The seed's case: copy 512 B, QD 1024, batches of 256, on the model:
+/// at most one portal write per 128 operations (one per batch of 256, and
+/// a few for tails).
+#[test]
+fn batched_copies_cost_at_most_one_portal_write_per_128_operations() {
+    let (v, out) = accel_perf_json(&[
+        "-M",
+        "dsa",
+        "--dsa-model",
+        "1",
+        "-w",
+        "copy",
+        "-o",
+        "512",
+        "-q",
+        "1024",
+        "-b",
+        "256",
+        "-t",
+        "1",
+        "-y",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(v["total"]["failed"], 0, "{v}");
+    let ops = u(&v["total"]["transfers"]);
+    let writes = u(&v["module"]["portal_writes"]);
+    assert!(ops > 10_000, "{v}");
+    assert!(
+        writes * 128 <= ops,
+        "{writes} portal writes for {ops} copies: more than 1/128 per operation"
+    );
+    assert_eq!(u(&v["module"]["retries"]), 0, "a dedicated WQ: {v}");
+    // Without batching every copy is its own portal write.
+    let (v0, out) = accel_perf_json(&[
+        "-M",
+        "dsa",
+        "--dsa-model",
+        "1",
+        "-w",
+        "copy",
+        "-o",
+        "512",
+        "-q",
+        "64",
+        "-t",
+        "0.3",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        u(&v0["module"]["portal_writes"]) * 2 > u(&v0["total"]["transfers"]),
+        "{v0}"
+    );
+}
+
+async fn perf(d: &Daemon, workload: &str, verify: bool) -> u64 {
+    let req = pb::RunPerfRequest {
+        bdevs: vec!["m0".into()],
+        workload: workload.into(),
+        io_size: 4096,
+        queue_depth: 16,
+        seconds: 0.5,
+        verify,
+        ..Default::default()
+    };
+    let resp = PerfServiceClient::new(d.channel().await)
+        .run(req)
+        .await
+        .unwrap_or_else(|s| panic!("PerfService.Run {workload}: {s:?}\n{}", d.stderr()))
+        .into_inner();
+    for job in &resp.jobs {
+        assert!(job.ios > 0, "{workload}: no IO: {resp:?}");
+        assert_eq!(job.failed, 0, "{workload}: {resp:?}");
+        assert_eq!(job.miscompares, 0, "{workload}: {resp:?}");
+    }
+    resp.total.as_ref().map_or(0, |t| t.ios)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_moves_malloc_data_on_the_dsa_model() {
+    let d = Daemon::start_quiet([
+        "--dsa-model",
+        "2",
+        "--bdev",
+        "malloc:///m0?size_mb=16&blk_size=4096",
+    ]);
+    let log = d.stderr();
+    assert!(log.contains("dsa: 2 work queues ready"), "{log}");
+    let modules = d.ctl_json(&["accel", "modules"]);
+    assert_eq!(modules["modules"][0]["name"], "dsa", "{modules}");
+    assert_eq!(
+        modules["modules"][0]["opcodes"],
+        serde_json::json!([
+            "copy",
+            "fill",
+            "compare",
+            "dualcast",
+            "crc32c",
+            "copy_crc32c"
+        ])
+    );
+    let ios = perf(&d, "randwrite", true).await + perf(&d, "randread", false).await;
+    let st = d.ctl_json(&["accel", "stats"]);
+    let copy = accel_op(&st, "copy", "dsa");
+    assert_eq!(u(&copy["executed"]), ios, "one DSA copy per IO: {st}");
+    assert_eq!(u(&copy["failed"]), 0, "{st}");
+    assert_eq!(u(&accel_op(&st, "copy", "software")["executed"]), 0, "{st}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dsa_on_a_host_without_it_runs_on_software_and_says_why() {
+    let d = Daemon::start_quiet(["--dsa", "--bdev", "malloc:///m0?size_mb=8&blk_size=4096"]);
+    let info = d.ctl_json(&["engine", "info"]);
+    let all: Vec<String> = info["accel_notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    if all
+        .iter()
+        .any(|n| n.contains("work queues ready") || n.contains("work queue ready"))
+    {
+        // A host with a usable DSA work queue: nothing to check here.
+        return;
+    }
+    assert!(
+        all.iter()
+            .any(|n| n.contains("every opcode runs on the software module")),
+        "{info}"
+    );
+    assert!(all.len() >= 2, "a reason beside the fallback: {info}");
+    let a = d.ctl_json(&["accel", "assignments"]);
+    for entry in a["assignments"].as_array().unwrap() {
+        assert_eq!(entry["module"], "software", "{a}");
+    }
+    perf(&d, "randwrite", true).await;
+}
+
+/// An NVMe/TCP Copy command on a malloc device is an accel copy inside the
+/// device: with DSA registered it runs on DSA.
+#[test]
+fn an_nvme_tcp_copy_runs_on_dsa() {
+    const BS: usize = 4096;
+    let d = Daemon::start_quiet([
+        "--dsa-model",
+        "1",
+        "--bdev",
+        "malloc:///m0?size_mb=16&blk_size=4096",
+        "--share",
+        "m0:nvmf",
+    ]);
+    let addr = d.nvmf_addr();
+    let (mut admin, cqe) = Host::admin(addr, &nqn_of("m0"), 0).unwrap();
+    assert_eq!(cqe.status(), 0, "admin Connect");
+    let cntlid = cqe.dw0() as u16;
+    assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
+    let mut io = Host::tcp(addr).unwrap();
+    io.ic(false, false).unwrap();
+    let cqe = io
+        .connect(1, 127, cntlid, &nqn_of("m0"), HOST_NQN, 0)
+        .unwrap();
+    assert_eq!(cqe.status(), 0, "I/O queue Connect");
+
+    let data: Vec<u8> = (0..2 * BS).map(|i| (i as u8).wrapping_mul(13)).collect();
+    let w = io.exec(Sqe::rw(0x01, 1, 10, 2), &data, &[]).unwrap().0;
+    assert_eq!(w.status(), 0);
+    let before = u(&accel_op(&d.ctl_json(&["accel", "stats"]), "copy", "dsa")["executed"]);
+    // Copy (opcode 0x19) of blocks 10-11 to block 500: one range.
+    let mut range = vec![0u8; 32];
+    range[8..16].copy_from_slice(&10u64.to_le_bytes());
+    range[16..18].copy_from_slice(&1u16.to_le_bytes());
+    let sqe = Sqe::new(0x19, 1).with_cdw(10, 500).with_cdw(12, 0);
+    assert_eq!(io.exec(sqe, &range, &[]).unwrap().0.status(), 0, "Copy");
+    let st = d.ctl_json(&["accel", "stats"]);
+    assert_eq!(
+        u(&accel_op(&st, "copy", "dsa")["executed"]),
+        before + 1,
+        "the Copy was one DSA copy: {st}"
+    );
+    let sqe = Sqe::rw(0x02, 1, 500, 2).with_bytes(32, &(2 * BS as u32).to_le_bytes());
+    let (cqe, got) = io.exec(sqe, &[], &[]).unwrap();
+    assert_eq!(cqe.status(), 0);
+    assert!(got == data, "the copied blocks read back");
+}
+
+#[test]
+fn bdev_perf_verifies_a_malloc_device_through_the_dsa_model() {
+    let cpu = available_cpus()[0].to_string();
+    let out = run(
+        bin("bdev-perf"),
+        [
+            "-l",
+            &cpu,
+            "-w",
+            "randrw",
+            "-t",
+            "0.5",
+            "-y",
+            "--dsa-model",
+            "1",
+            "--json",
+            "--bdev",
+            "malloc:///m0?size_mb=16&blk_size=4096",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let copy = accel_op(&v["accel"], "copy", "dsa");
+    assert!(u(&copy["executed"]) > 0, "{v}");
+    assert_eq!(u(&copy["failed"]), 0);
+    assert!(u(&v["accel"]["modules"]["dsa"]["portal_writes"]) > 0, "{v}");
+}
