@@ -351,11 +351,22 @@ pub fn open_all(d: Discovery, ops: &dyn IdxdOps) -> (Vec<Hardware>, Vec<String>)
 #[derive(Debug, Clone, Copy)]
 pub struct SvaMemory;
 
-impl DmaMemory for SvaMemory {
+// SAFETY: a work queue opened through the idxd character device runs
+// with this process's PASID (shared virtual addressing): the device reaches
+// every address of the process's address space at the address itself, as
+// the process does, for as long as the process lives (a page not resident
+// is a page fault the driver resumes from, never another process's
+// memory). So every buffer and the one window, all of it at IOVA = VA,
+// are memory the device may access, mapped there for their whole life,
+// and the window never changes (generation 0).
+unsafe impl DmaMemory for SvaMemory {
     fn alloc(&self, len: usize) -> Result<DmaBuffer, String> {
         let region = DmaRegion::alloc(len).map_err(|e| e.to_string())?;
         let va = region.as_ptr().addr() as u64;
-        Ok(DmaBuffer::new(Arc::new(region), va))
+        // SAFETY: under shared virtual addressing (above) the device
+        // reaches the region at its own virtual address, for as long as
+        // the buffer holds the region.
+        Ok(unsafe { DmaBuffer::new(Arc::new(region), va) })
     }
 
     fn window(&self, _addr: usize) -> Option<Window> {
