@@ -94,6 +94,7 @@
 
 mod config;
 mod counters;
+mod device;
 mod engine;
 mod faults;
 mod mapper;
@@ -116,6 +117,7 @@ pub use wq::ModelWq;
 use super::portal::WorkQueue;
 use crate::accel::ioat::IovaMap;
 use crate::env::dma::DmaMapper;
+use device::Device;
 use mapper::ModelMapper;
 use shared::Shared;
 
@@ -137,14 +139,15 @@ impl DsaModel {
     pub fn new(cfg: ModelConfig) -> DsaModel {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed) as usize;
         let shared = Arc::new(Shared::new(id, cfg, Arc::new(IovaMap::new())));
-        let s = shared.clone();
+        let device = Arc::new(Device::new(shared.clone()));
+        let d = device.clone();
         let thread = std::thread::Builder::new()
             .name(format!("dsa-model-{id}"))
-            .spawn(move || s.run())
+            .spawn(move || d.run())
             .expect("spawn the DSA model's device thread");
         let _ = shared.thread.set(thread.thread().clone());
         DsaModel {
-            handle: ModelHandle { shared },
+            handle: ModelHandle { shared, device },
             thread: Some(thread),
         }
     }
@@ -200,6 +203,7 @@ impl Drop for DsaModel {
 #[derive(Clone)]
 pub struct ModelHandle {
     shared: Arc<Shared>,
+    device: Arc<Device>,
 }
 
 impl ModelHandle {
@@ -245,7 +249,7 @@ impl ModelHandle {
     /// whole) on the caller's thread, WQs taken in turn. Returns whether
     /// there was one.
     pub fn step(&self) -> bool {
-        self.shared.step()
+        self.device.step()
     }
 
     /// Waits (at most `timeout`) until every WQ is empty; returns whether

@@ -1,20 +1,18 @@
 //! The state a model DSA device shares between its work queues' handles,
 //! its device thread and its tests: the WQs' queues and occupancy, the
-//! address space, counters, violations, software errors, and the device
-//! thread's loop.
+//! address space, counters, violations and software errors (the device
+//! thread's loop is [`Device`](super::device::Device)'s).
 //!
-//! Thread: shared by all (`Arc`); the queues and the engine are behind
-//! locks, the rest is atomic.
+//! Thread: shared by all (`Arc`); the queues are behind locks, the rest is
+//! atomic.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::Thread;
-use std::time::{Duration, Instant};
 
 use super::config::ModelConfig;
 use super::counters::{Counters, Violation};
-use super::engine::Engine;
 use super::faults::Faults;
 use crate::accel::dsa::portal::WqInfo;
 use crate::accel::dsa::spec::{Descriptor, flags, opcode, status};
@@ -62,14 +60,11 @@ pub(super) struct Shared {
     /// Completion records owned by descriptors in flight.
     records: Mutex<HashSet<u64>>,
     software_errors: Mutex<VecDeque<String>>,
-    /// The engine; held while a descriptor is taken and executed, so
-    /// descriptors of a WQ complete in order whoever steps them.
-    engine: Mutex<Engine>,
     /// Descriptors queued in all WQs.
-    queued: AtomicU64,
+    pub(super) queued: AtomicU64,
     /// The WQ the next step looks at first.
     next_wq: AtomicUsize,
-    sleeping: AtomicBool,
+    pub(super) sleeping: AtomicBool,
     pub(super) stop: AtomicBool,
     /// Set until the device thread has left its loop.
     pub(super) running: AtomicBool,
@@ -113,7 +108,6 @@ impl Shared {
             violations: Mutex::new(Vec::new()),
             records: Mutex::new(HashSet::new()),
             software_errors: Mutex::new(VecDeque::new()),
-            engine: Mutex::new(Engine::new()),
             queued: AtomicU64::new(0),
             next_wq: AtomicUsize::new(0),
             sleeping: AtomicBool::new(false),
@@ -226,7 +220,7 @@ impl Shared {
     }
 
     /// Takes the next queued descriptor, WQs in turn.
-    fn pop(&self) -> Option<(usize, Queued)> {
+    pub(super) fn pop(&self) -> Option<(usize, Queued)> {
         if self.queued.load(Ordering::Acquire) == 0 {
             return None;
         }
@@ -246,44 +240,5 @@ impl Shared {
             }
         }
         None
-    }
-
-    /// Executes one queued descriptor on the calling thread; returns
-    /// whether there was one.
-    pub(super) fn step(&self) -> bool {
-        let mut engine = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some((wq, q)) = self.pop() else {
-            return false;
-        };
-        engine.run(self, wq, q);
-        true
-    }
-
-    /// The device thread: executes descriptors while there are any (unless
-    /// stepped by hand), spins `cfg.spin` idle, then parks until a
-    /// submission wakes it.
-    pub(super) fn run(&self) {
-        let mut idle_since: Option<Instant> = None;
-        while !self.stop.load(Ordering::Acquire) {
-            let manual = self.faults.is_manual();
-            if !manual && self.step() {
-                idle_since = None;
-                continue;
-            }
-            let since = *idle_since.get_or_insert_with(Instant::now);
-            if !manual && since.elapsed() < self.cfg.spin {
-                std::hint::spin_loop();
-                continue;
-            }
-            self.sleeping.store(true, Ordering::SeqCst);
-            let work = !manual && self.queued.load(Ordering::SeqCst) != 0;
-            if !work && !self.stop.load(Ordering::SeqCst) {
-                // Manual mode wakes now and then to see it turned off.
-                std::thread::park_timeout(Duration::from_millis(if manual { 10 } else { 500 }));
-            }
-            self.sleeping.store(false, Ordering::SeqCst);
-            idle_since = None;
-        }
-        self.running.store(false, Ordering::Release);
     }
 }
