@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use super::driver::{DriverConfig, Hardware};
-use super::idxd;
 use super::module::Dsa;
+use super::{idxd, vfio};
 use crate::accel::Module;
 use crate::accel::ioat::vfio::SysfsRoot;
 use crate::env::dma::{DmaMapper, MapperRegistration};
@@ -22,13 +22,16 @@ pub(super) const MODEL_NOT_BUILT: &str = "--dsa-model needs the DSA device model
 pub struct DsaArgs {
     /// Run accel operations on the Intel DSA work queues the kernel's idxd
     /// driver exposes (`/dev/dsa/wqD.Q`, user work queues configured with
-    /// accel-config; see docs/dsa.md). Without a usable one the engine runs
-    /// on software and says why (in the log and in GetInfo's accel notes).
+    /// accel-config) and on DSA functions bound to vfio-pci (WQ 0 of each,
+    /// configured by the engine); see docs/dsa.md. Without a usable one the
+    /// engine runs on software and says why (in the log and in GetInfo's
+    /// accel notes).
     #[arg(long = "dsa", env = "IO_ENGINE_DSA", conflicts_with = "dsa_model")]
     pub dsa: bool,
 
-    /// With --dsa: only these work queues, e.g. dsa0/wq0.1 (comma
-    /// separated).
+    /// With --dsa: only these work queues of the idxd driver, e.g.
+    /// dsa0/wq0.1 (comma separated); functions bound to vfio-pci are all
+    /// used.
     #[arg(
         long = "dsa-wqs",
         value_name = "WQ",
@@ -72,9 +75,10 @@ impl DsaArgs {
     }
 
     /// The module these flags ask for, as the offload list of an
-    /// [`Accel`](crate::accel::Accel) (empty without DSA flags). The model's
-    /// memory is made visible to it through a mapper the caller registers
-    /// with `register` (the binaries pass
+    /// [`Accel`](crate::accel::Accel) (empty without DSA flags). The memory
+    /// of the model, or of the VFIO functions (their container's IOMMU), is
+    /// made visible to them through a mapper the caller registers with
+    /// `register` (the binaries pass
     /// [`register_mapper`](crate::env::dma::register_mapper)); work queues
     /// of the kernel's idxd driver need none (shared virtual addressing).
     pub fn modules(
@@ -87,16 +91,32 @@ impl DsaArgs {
         let cfg = DriverConfig::default();
         let mut hardware: Vec<Hardware> = Vec::new();
         let mut notes = Vec::new();
+        let mut register = Some(register);
         if self.dsa {
-            let found = idxd::discover(&SysfsRoot::system(), &self.dsa_wqs);
+            let root = SysfsRoot::system();
+            let found = idxd::discover(&root, &self.dsa_wqs);
             let (hw, n) = idxd::open_all(found, &idxd::SystemIdxd);
+            let idxd_found = !hw.is_empty();
             hardware.extend(hw);
             notes.extend(n);
+            let found = vfio::open_all(&root, &vfio::SystemVfio, idxd_found);
+            notes.extend(found.notes);
+            if let Some(mapper) = found.mapper
+                && let Some(register) = register.take()
+            {
+                // Every VFIO work queue keeps the registration: the IOMMU
+                // maps DMA memory while one is in use.
+                let mapping = Arc::new(register(mapper));
+                hardware.extend(found.hardware.into_iter().map(|mut h| {
+                    h.keep = Some(Box::new((h.keep.take(), mapping.clone())));
+                    h
+                }));
+            }
         }
-        #[cfg(not(any(test, feature = "dsa-model")))]
-        let _ = register;
         #[cfg(any(test, feature = "dsa-model"))]
-        if self.dsa_model > 0 {
+        if self.dsa_model > 0
+            && let Some(register) = register.take()
+        {
             let (models, mapper) = super::devices::models(self.dsa_model);
             let mapping = Arc::new(register(mapper));
             hardware.extend(models.into_iter().map(|mut h| {

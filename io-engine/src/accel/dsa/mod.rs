@@ -21,9 +21,11 @@
 //!   records, partial completions, retries);
 //! - [`idxd`]: the kernel idxd backend (sysfs discovery, `/dev/dsa/wqD.Q`,
 //!   the portal's mapping; shared virtual addressing);
-//! - [`vfio`]: the VFIO backend's device configuration (capabilities,
-//!   group and WQ configuration, enabling device and WQ); opening the
-//!   function and mapping its portals is not written yet;
+//! - [`vfio`]: the VFIO backend (DSA functions bound to vfio-pci, found
+//!   and opened with the VFIO plumbing I/OAT's backend shares; the device
+//!   configuration: capabilities, group and WQ configuration, enabling
+//!   device and WQ; WQ 0's portal in BAR2, IOVAs through the container's
+//!   IOMMU mapper);
 //! - `model`: a software DSA device for tests and demos, built only with
 //!   the `dsa-model` cargo feature (and in the unit tests);
 //! - [`Dsa`] (the module), [`DsaChannel`], [`DsaArgs`] (the flags).

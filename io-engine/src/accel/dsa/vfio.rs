@@ -1,25 +1,315 @@
-//! The VFIO backend's device configuration: what a userspace driver does
-//! to a DSA function bound to vfio-pci before it can submit (SPDK's
-//! `lib/idxd/idxd_user.c`, Linux `idxd_device_config`), through BAR0
-//! registers seen as I/OAT's [`Registers`] seam: read the capabilities
-//! (VERSION, GENCAP, WQCAP, GRPCAP, ENGCAP, OPCAP, the table offsets),
-//! reset a device left enabled, put WQ 0 and every engine in group 0,
-//! configure WQ 0 as a dedicated WQ of every entry with the device's
-//! transfer and batch limits, enable the device, then the WQ (CMD and
-//! CMDSTS, DSA spec "Registers"), and report the WQ as [`WqInfo`].
+//! The VFIO backend: DSA functions bound to vfio-pci, driven entirely
+//! from userspace (after SPDK's `lib/idxd/idxd_user.c`).
 //!
-//! Not written yet (see docs/dsa.md): opening the function through VFIO
-//! and mapping BAR2 (WQ 0's portal at [`spec::portal_offset`]), which
-//! needs I/OAT's VFIO device plumbing to map a second BAR. Everything here
-//! is tested against a fake register file.
+//! [`open_all`] finds the DSA functions in sysfs (the PCI ids of
+//! [`spec::DEVICE_IDS`]) and opens those bound to vfio-pci with the VFIO
+//! plumbing I/OAT's backend shares
+//! ([`open_functions`](ioat_vfio::open_functions): notes with the bind
+//! commands for a function on another driver, the IOMMU, hugepage and
+//! container checks, one container and its IOMMU mapper).
+//! For each function it turns bus mastering on, maps BAR0 and runs
+//! [`configure`], maps BAR2's page of WQ 0's portal
+//! ([`spec::portal_offset`]) and builds a [`Portal`] on it (dedicated WQ,
+//! MOVDIR64B); addresses in descriptors are the IOVAs of the container's
+//! mappings (I/OAT's [`MappedMemory`]).
 //!
-//! Thread: the thread that builds the module.
+//! [`configure`] is what a userspace driver does to the function before it
+//! can submit (Linux `idxd_device_config`), through BAR0 registers seen as
+//! I/OAT's [`Registers`] seam: read the capabilities (VERSION, GENCAP,
+//! WQCAP, GRPCAP, ENGCAP, OPCAP, the table offsets), reset a device left
+//! enabled, put WQ 0 and every engine in group 0, configure WQ 0 as a
+//! dedicated WQ of every entry with the device's transfer and batch
+//! limits, enable the device, then the WQ (CMD and CMDSTS, DSA spec
+//! "Registers"), and report the WQ as [`WqInfo`].
+//!
+//! Everything is tested against a fake sysfs tree, a fake VFIO and a fake
+//! register file; no run on hardware has been made (docs/dsa.md).
+//!
+//! Thread: the thread that builds the module discovers, opens and
+//! configures; a [`VfioWq`] is then submitted to by the reactor holding
+//! its channel (and dropped, resetting the function, by whichever thread
+//! drops the module).
 
+use std::ops::Range;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::portal::{WqInfo, WqMode};
-use super::spec::{self, cmd, cmdsts, gencap, gensts, grpcfg, offsets, wqcap, wqcfg};
-use crate::accel::ioat::Registers;
+use super::driver::Hardware;
+use super::portal::{Portal, Retry, WorkQueue, WqInfo, WqMode};
+use super::spec::{
+    self, Descriptor, PortalKind, cmd, cmdsts, gencap, gensts, grpcfg, offsets, swerr, wqcap, wqcfg,
+};
+use crate::accel::ioat::vfio::{self as ioat_vfio, Kind, PciFunction, SysfsRoot, VfioOps};
+use crate::accel::ioat::{
+    BarMemory, DmaMemory, IovaMap, MappedMemory, MsixTable, PciConfig, RegionInfo, Registers,
+    VfioConfig,
+};
+use crate::env::dma::DmaMapper;
+
+pub use crate::accel::ioat::vfio::{SystemVfio, VfioDeviceOps};
+
+/// How the shared VFIO steps name this backend in their notes.
+pub const KIND: Kind = Kind {
+    tag: "dsa",
+    what: "DSA through VFIO",
+    kernel_driver: "idxd",
+    kernel_hint: " (or leave it on idxd and configure a user work queue with accel-config, \
+                  docs/dsa.md)",
+};
+
+/// How long each configuration step may take.
+pub const CONFIGURE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What [`open_all`] found.
+pub struct Found {
+    /// WQ 0 of each function opened and configured, as the driver's
+    /// hardware.
+    pub hardware: Vec<Hardware>,
+    /// Maps every DMA region into the functions' VFIO container (the
+    /// IOMMU) once registered with env; `None` when no function was
+    /// opened.
+    pub mapper: Option<Arc<dyn DmaMapper>>,
+    /// One line per finding, each telling what to do.
+    pub notes: Vec<String>,
+}
+
+/// Finds the DSA functions under `root` and opens each one bound to
+/// vfio-pci through `ops`. With `quiet` (the idxd backend already gave
+/// work queues) functions left on idxd, and the absence of any DSA
+/// function, are not noted.
+pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, quiet: bool) -> Found {
+    let mut notes = Vec::new();
+    let functions = match ioat_vfio::scan_ids(root, spec::is_dsa) {
+        Ok(f) => f,
+        Err(e) => {
+            if !quiet {
+                notes.push(format!(
+                    "dsa: cannot read {} ({e}); is sysfs mounted? DSA through VFIO is not used",
+                    root.pci_devices().display()
+                ));
+            }
+            return Found {
+                hardware: Vec::new(),
+                mapper: None,
+                notes,
+            };
+        }
+    };
+    let functions: Vec<PciFunction> = functions
+        .into_iter()
+        .filter(|f| !(quiet && f.driver.as_deref() == Some(KIND.kernel_driver)))
+        .collect();
+    if functions.is_empty() {
+        if !quiet {
+            notes.push(format!(
+                "dsa: no DSA function in {} (Intel vendor 0x8086, device {}); this host has no \
+                 DSA (Sapphire Rapids and later Xeons), or it is disabled in the firmware",
+                root.pci_devices().display(),
+                spec::DEVICE_IDS
+                    .iter()
+                    .map(|d| format!("{d:#06x}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        return Found {
+            hardware: Vec::new(),
+            mapper: None,
+            notes,
+        };
+    }
+    let (hardware, mapper) = ioat_vfio::open_functions(
+        root,
+        ops,
+        KIND,
+        functions,
+        &mut notes,
+        |f, dev, map, notes| match open_one(&f.bdf, dev, map) {
+            Ok(wq) => Some(Hardware {
+                wq: Arc::new(wq),
+                keep: None,
+            }),
+            Err(e) => {
+                notes.push(format!("{e}; it is not used"));
+                None
+            }
+        },
+    );
+    Found {
+        hardware,
+        mapper,
+        notes,
+    }
+}
+
+/// The BAR2 window of WQ 0's portal (the unlimited MSI-X one), checked
+/// against what VFIO says of BAR2.
+pub fn portal_window(bar2: &RegionInfo) -> Result<Range<u64>, String> {
+    let start = spec::portal_offset(
+        0,
+        PortalKind {
+            limited: false,
+            ims: false,
+        },
+    ) as u64;
+    let w = start..start + spec::PORTAL_SIZE as u64;
+    if !bar2.mmap {
+        return Err("BAR2 (the portals) cannot be mmapped".into());
+    }
+    if bar2.size < w.end {
+        return Err(format!(
+            "BAR2 is only {} bytes: WQ 0's portal is at {:#x}..{:#x}",
+            bar2.size, w.start, w.end
+        ));
+    }
+    if let Some(areas) = &bar2.sparse
+        && !areas.iter().any(|a| a.start <= w.start && w.end <= a.end)
+    {
+        return Err(format!(
+            "no mmappable part of BAR2 holds WQ 0's portal ({:#x}..{:#x})",
+            w.start, w.end
+        ));
+    }
+    Ok(w)
+}
+
+/// Bus mastering, BAR0, the configuration, BAR2's portal page: WQ 0 of
+/// the function `name`, opened as `dev`, its memory translated through
+/// `map`. Errors are messages naming the function. A function that fails
+/// part way is reset (a device left enabled
+/// must not keep a configuration nobody uses).
+pub fn open_one(
+    name: &str,
+    dev: Arc<dyn VfioDeviceOps>,
+    map: &Arc<IovaMap>,
+) -> Result<VfioWq, String> {
+    let r = open_parts(name, &dev);
+    match r {
+        Ok((portal, page, regs, info)) => Ok(VfioWq {
+            portal,
+            _page: page,
+            regs: Mutex::new(regs),
+            info,
+            memory: MappedMemory::new(map.clone()),
+            dev,
+        }),
+        Err(e) => {
+            dev.reset();
+            Err(e)
+        }
+    }
+}
+
+/// What [`open_one`] maps and configures: the portal, its page, BAR0 and
+/// WQ 0's description.
+type Parts = (Portal, Box<dyn BarMemory>, Box<dyn Registers>, WqInfo);
+
+fn open_parts(name: &str, dev: &Arc<dyn VfioDeviceOps>) -> Result<Parts, String> {
+    // Bus master enable (SPDK's `idxd_user` probe, through the PCI layer).
+    VfioConfig(dev.clone()).set_bus_master(true);
+    let bar0 = dev.bar_info(spec::MMIO_BAR);
+    let msix = MsixTable::find(|off| dev.config_read16(off)).filter(|t| t.bar == 0);
+    // All of BAR0: the WQCFG and GRPCFG tables sit where OFFSETS says.
+    let window = bar0
+        .register_window(bar0.size, msix.as_ref().map(|t| &t.table))
+        .map_err(|e| format!("dsa {name}: cannot map BAR0: {e}"))?;
+    let regs = dev
+        .map_bar(spec::MMIO_BAR, window)
+        .map_err(|e| format!("dsa {name}: cannot map BAR0 ({e}); check `dmesg`"))?;
+    // Its messages name the function already.
+    let configured = configure(regs.as_ref(), name, CONFIGURE_TIMEOUT)?;
+    let window =
+        portal_window(&dev.bar_info(spec::WQ_BAR)).map_err(|e| format!("dsa {name}: {e}"))?;
+    let page = dev.map_bar_memory(spec::WQ_BAR, window).map_err(|e| {
+        format!("dsa {name}: cannot map WQ 0's portal in BAR2 ({e}); check `dmesg`")
+    })?;
+    if page.len() < spec::PORTAL_SIZE {
+        return Err(format!(
+            "dsa {name}: the portal mapping is only {} bytes",
+            page.len()
+        ));
+    }
+    // SAFETY: `page` maps WQ 0's portal page of BAR2 (uncached: vfio-pci
+    // maps BARs so), kept in the `VfioWq` next to the portal and dropped
+    // after it (field order); `configure` made WQ 0 dedicated.
+    let portal = unsafe { Portal::new(page.addr(), WqMode::Dedicated) }
+        .map_err(|e| format!("dsa {name}: {e}"))?;
+    Ok((portal, page, regs, configured.wq))
+}
+
+/// SWERR, when it holds an error (then acknowledged), and the device's
+/// state when it is not enabled; `None` when all is well.
+pub fn device_error(regs: &dyn Registers) -> Option<String> {
+    let w0 = regs.read64(spec::SWERR);
+    let st = gensts::state(regs.read32(spec::GENSTS));
+    let mut parts = Vec::new();
+    if w0 & swerr::VALID != 0 {
+        let code = swerr::error(w0);
+        parts.push(format!(
+            "SWERR error {code:#x} ({}), operation {}{}",
+            spec::status::name(code),
+            swerr::operation(w0),
+            if w0 & swerr::OVERFLOW != 0 {
+                ", more errors were lost"
+            } else {
+                ""
+            }
+        ));
+        // SAFETY: acknowledging SWERR (writing its valid and overflow
+        // bits back, as Linux's `idxd_misc_thread`) starts no DMA.
+        unsafe { regs.write64(spec::SWERR, w0 & swerr::ACK) };
+    }
+    if st != gensts::ENABLED {
+        parts.push(format!("the device is {}", gensts::name(st)));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// WQ 0 of a DSA function opened through VFIO. Dropping it resets the
+/// function (its WQ and device configuration go with it).
+pub struct VfioWq {
+    portal: Portal,
+    _page: Box<dyn BarMemory>,
+    /// BAR0, for SWERR and GENSTS (a lock: `Registers` is not `Sync`).
+    regs: Mutex<Box<dyn Registers>>,
+    info: WqInfo,
+    memory: MappedMemory,
+    dev: Arc<dyn VfioDeviceOps>,
+}
+
+// SAFETY: `submit` is one MOVDIR64B of the descriptor to the dedicated
+// WQ's portal after a store fence (`Portal::submit`); `memory` gives the
+// IOVAs at which the container's IOMMU maps each window (the container's
+// mapper inserts a window only once the IOMMU maps it, and removes it
+// before unmapping: `open_functions`' promise), so the device reaches
+// exactly the buffers named; `info` is WQ 0 as `configure` wrote it and
+// read it back (WQCFG's size and limits).
+unsafe impl WorkQueue for VfioWq {
+    fn info(&self) -> &WqInfo {
+        &self.info
+    }
+
+    fn memory(&self) -> &dyn DmaMemory {
+        &self.memory
+    }
+
+    unsafe fn submit(&self, desc: &Descriptor) -> Result<(), Retry> {
+        // SAFETY: the caller's contract.
+        unsafe { self.portal.submit(desc) }
+    }
+
+    /// SWERR and the device's state ([`device_error`]).
+    fn device_error(&self) -> Option<String> {
+        let regs = self.regs.lock().unwrap_or_else(PoisonError::into_inner);
+        device_error(regs.as_ref())
+    }
+}
+
+impl Drop for VfioWq {
+    fn drop(&mut self) {
+        self.dev.reset();
+    }
+}
 
 /// What the configuration found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,10 +474,15 @@ fn cmd_error(e: u32) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::UnsafeCell;
+    use std::path::PathBuf;
     use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
     use crate::accel::dsa::spec::opcode;
+    use crate::accel::ioat::IommuInfo;
+    use crate::accel::ioat::vfio::{VfioContainerOps, VfioFailure};
 
     /// A DSA register file: 8 KiB of BAR0, with CMD acting on GENSTS and
     /// the WQ state, and a log of every write.
@@ -371,5 +666,430 @@ mod tests {
         let f = Fake::new(false);
         f.put64(spec::ENGCAP, 0);
         assert!(configure(&f, "d", T).unwrap_err().contains("no engine"));
+    }
+
+    // -----------------------------------------------------------------
+    // Discovery and opening, on a fake sysfs tree and a fake VFIO
+    // -----------------------------------------------------------------
+
+    /// A sysfs and /dev tree under a temporary directory (as I/OAT's VFIO
+    /// tests make).
+    struct Tree {
+        root: PathBuf,
+    }
+
+    static TREES: AtomicUsize = AtomicUsize::new(0);
+
+    impl Tree {
+        fn new() -> Tree {
+            let root = std::env::temp_dir().join(format!(
+                "io-engine-dsa-vfio-{}-{}",
+                std::process::id(),
+                TREES.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&root);
+            for d in [
+                "sys/bus/pci/devices",
+                "sys/bus/pci/drivers",
+                "sys/devices/pci0000:00",
+                "sys/kernel/iommu_groups",
+                "dev/vfio",
+            ] {
+                std::fs::create_dir_all(root.join(d)).unwrap();
+            }
+            Tree { root }
+        }
+
+        fn function(&self, bdf: &str, vendor: u16, device: u16, driver: Option<&str>, group: u32) {
+            use std::os::unix::fs::symlink;
+            let dir = self.root.join("sys/devices/pci0000:00").join(bdf);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("vendor"), format!("{vendor:#06x}\n")).unwrap();
+            std::fs::write(dir.join("device"), format!("{device:#06x}\n")).unwrap();
+            symlink(&dir, self.root.join("sys/bus/pci/devices").join(bdf)).unwrap();
+            if let Some(d) = driver {
+                let drv = self.root.join("sys/bus/pci/drivers").join(d);
+                std::fs::create_dir_all(&drv).unwrap();
+                symlink(&drv, dir.join("driver")).unwrap();
+            }
+            let gdir = self
+                .root
+                .join("sys/kernel/iommu_groups")
+                .join(group.to_string());
+            std::fs::create_dir_all(gdir.join("devices")).unwrap();
+            symlink(&gdir, dir.join("iommu_group")).unwrap();
+        }
+
+        fn sysfs(&self) -> SysfsRoot {
+            SysfsRoot {
+                sys: self.root.join("sys"),
+                dev: self.root.join("dev"),
+            }
+        }
+    }
+
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+
+    /// What the fake VFIO saw.
+    #[derive(Default)]
+    struct Seen {
+        /// Functions opened.
+        opened: Mutex<Vec<String>>,
+        /// (BAR, window) of every register mapping.
+        bar_maps: Mutex<Vec<(u32, Range<u64>)>>,
+        /// (BAR, window) of every memory mapping.
+        memory_maps: Mutex<Vec<(u32, Range<u64>)>>,
+        /// PCI command register writes.
+        command: Mutex<Vec<u16>>,
+        /// The register file of the last function opened.
+        regs: Mutex<Option<Arc<Fake>>>,
+        resets: AtomicUsize,
+    }
+
+    /// VFIO with DSA register files behind it: BAR0 of 8 KiB, BAR2 of
+    /// 128 KiB (as Linux's idxd sizes it for 8 WQs), no MSI-X capability.
+    struct FakeVfio {
+        seen: Arc<Seen>,
+        bar2: RegionInfo,
+    }
+
+    impl FakeVfio {
+        fn new() -> FakeVfio {
+            FakeVfio {
+                seen: Arc::new(Seen::default()),
+                bar2: RegionInfo {
+                    size: 0x20000,
+                    mmap: true,
+                    sparse: None,
+                    msix_mappable: true,
+                },
+            }
+        }
+    }
+
+    struct FakeContainer {
+        seen: Arc<Seen>,
+        bar2: RegionInfo,
+    }
+
+    impl VfioOps for FakeVfio {
+        fn open_container(&self) -> Result<Arc<dyn VfioContainerOps>, VfioFailure> {
+            Ok(Arc::new(FakeContainer {
+                seen: self.seen.clone(),
+                bar2: self.bar2.clone(),
+            }))
+        }
+        fn hugepages(&self) -> u64 {
+            512
+        }
+    }
+
+    impl VfioContainerOps for FakeContainer {
+        fn open_device(&self, f: &PciFunction) -> Result<Box<dyn VfioDeviceOps>, VfioFailure> {
+            self.seen.opened.lock().unwrap().push(f.bdf.clone());
+            let regs = Arc::new(Fake::new(true));
+            *self.seen.regs.lock().unwrap() = Some(regs.clone());
+            Ok(Box::new(FakeDevice {
+                seen: self.seen.clone(),
+                regs,
+                bar2: self.bar2.clone(),
+            }))
+        }
+        unsafe fn dma_map(&self, _iova: u64, _len: usize, _va: *mut u8) -> Result<(), VfioFailure> {
+            Ok(())
+        }
+        fn dma_unmap(&self, _iova: u64, _len: usize) -> Result<(), VfioFailure> {
+            Ok(())
+        }
+        fn iommu_info(&self) -> Result<IommuInfo, VfioFailure> {
+            Ok(IommuInfo {
+                page_sizes: 0x1000,
+                iova_ranges: Some(vec![0..=(1 << 48) - 1]),
+            })
+        }
+    }
+
+    struct FakeDevice {
+        seen: Arc<Seen>,
+        regs: Arc<Fake>,
+        bar2: RegionInfo,
+    }
+
+    /// The shared register file as a mapped BAR0.
+    struct Bar0(Arc<Fake>);
+
+    impl Registers for Bar0 {
+        fn read8(&self, off: usize) -> u8 {
+            self.0.read8(off)
+        }
+        fn read16(&self, off: usize) -> u16 {
+            self.0.read16(off)
+        }
+        fn read32(&self, off: usize) -> u32 {
+            self.0.read32(off)
+        }
+        fn read64(&self, off: usize) -> u64 {
+            self.0.read64(off)
+        }
+        unsafe fn write8(&self, off: usize, v: u8) {
+            // SAFETY: the caller's contract (a fake: no DMA).
+            unsafe { self.0.write8(off, v) }
+        }
+        unsafe fn write16(&self, off: usize, v: u16) {
+            // SAFETY: as above.
+            unsafe { self.0.write16(off, v) }
+        }
+        unsafe fn write32(&self, off: usize, v: u32) {
+            // SAFETY: as above.
+            unsafe { self.0.write32(off, v) }
+        }
+        unsafe fn write64(&self, off: usize, v: u64) {
+            // SAFETY: as above.
+            unsafe { self.0.write64(off, v) }
+        }
+    }
+
+    /// A page of memory standing for the portal page.
+    #[repr(C, align(4096))]
+    struct PageBytes([u8; 4096]);
+
+    struct Page(Box<UnsafeCell<PageBytes>>);
+
+    // SAFETY: ordinary memory, reached only through the raw pointer
+    // `addr` gives (the Portal's stores; none in these tests).
+    unsafe impl Sync for Page {}
+
+    impl BarMemory for Page {
+        fn addr(&self) -> *mut u8 {
+            self.0.get().cast()
+        }
+        fn len(&self) -> usize {
+            4096
+        }
+    }
+
+    impl VfioDeviceOps for FakeDevice {
+        fn config_read16(&self, off: u64) -> u16 {
+            match off {
+                0x04 => self
+                    .seen
+                    .command
+                    .lock()
+                    .unwrap()
+                    .last()
+                    .copied()
+                    .unwrap_or(0),
+                // No capability list: no MSI-X table.
+                _ => 0,
+            }
+        }
+        fn config_write16(&self, off: u64, v: u16) {
+            assert_eq!(off, 0x04, "only the command register is written");
+            self.seen.command.lock().unwrap().push(v);
+        }
+        fn config_read32(&self, _off: u64) -> u32 {
+            0
+        }
+        fn config_write32(&self, off: u64, _v: u32) {
+            panic!("config write32 at {off:#x}")
+        }
+        fn bar_info(&self, index: u32) -> RegionInfo {
+            match index {
+                0 => RegionInfo {
+                    size: 0x2000,
+                    mmap: true,
+                    sparse: None,
+                    msix_mappable: true,
+                },
+                2 => self.bar2.clone(),
+                _ => RegionInfo::default(),
+            }
+        }
+        fn map_bar(
+            &self,
+            index: u32,
+            window: Range<u64>,
+        ) -> Result<Box<dyn Registers>, VfioFailure> {
+            self.seen.bar_maps.lock().unwrap().push((index, window));
+            Ok(Box::new(Bar0(self.regs.clone())))
+        }
+        fn map_bar_memory(
+            &self,
+            index: u32,
+            window: Range<u64>,
+        ) -> Result<Box<dyn BarMemory>, VfioFailure> {
+            self.seen.memory_maps.lock().unwrap().push((index, window));
+            Ok(Box::new(Page(Box::new(UnsafeCell::new(PageBytes(
+                [0; 4096],
+            ))))))
+        }
+        fn reset(&self) {
+            self.seen.resets.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn finds_dsa_functions_and_notes_the_ones_on_other_drivers() {
+        let t = Tree::new();
+        // An I/OAT function on vfio-pci is not DSA's.
+        t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), 3);
+        t.function("0000:6a:01.0", 0x8086, 0x0b25, Some("idxd"), 10);
+        t.function("0000:e7:01.0", 0x8086, 0x0b25, None, 11);
+        let fns = ioat_vfio::scan_ids(&t.sysfs(), spec::is_dsa).unwrap();
+        let bdfs: Vec<&str> = fns.iter().map(|f| f.bdf.as_str()).collect();
+        assert_eq!(bdfs, ["0000:6a:01.0", "0000:e7:01.0"]);
+        let vfio = FakeVfio::new();
+        let found = open_all(&t.sysfs(), &vfio, false);
+        assert!(found.hardware.is_empty() && found.mapper.is_none());
+        let n = found.notes.join("\n");
+        assert!(
+            n.contains(
+                "dsa 0000:6a:01.0 (8086:0b25): bound to the kernel's idxd driver; bind it to \
+                 vfio-pci: `modprobe vfio-pci; echo 0000:6a:01.0 > \
+                 /sys/bus/pci/devices/0000:6a:01.0/driver/unbind;"
+            ) && n.contains("accel-config"),
+            "{n}"
+        );
+        assert!(
+            n.contains("dsa 0000:e7:01.0 (8086:0b25): bound to no driver; bind it to vfio-pci"),
+            "{n}"
+        );
+        assert!(vfio.seen.opened.lock().unwrap().is_empty());
+        // When idxd gave work queues, functions left on it are not noted.
+        let found = open_all(&t.sysfs(), &vfio, true);
+        let n = found.notes.join("\n");
+        assert!(
+            !n.contains("0000:6a:01.0") && n.contains("0000:e7:01.0"),
+            "{n}"
+        );
+        // No DSA function at all.
+        let t = Tree::new();
+        let n = open_all(&t.sysfs(), &vfio, false).notes.join("\n");
+        assert!(
+            n.contains("no DSA function in") && n.contains("0x0b25"),
+            "{n}"
+        );
+        assert!(open_all(&t.sysfs(), &vfio, true).notes.is_empty());
+    }
+
+    #[test]
+    fn opens_configures_and_maps_wq_0s_portal() {
+        let t = Tree::new();
+        t.function("0000:6a:01.0", 0x8086, 0x0b25, Some("vfio-pci"), 10);
+        let vfio = FakeVfio::new();
+        let found = open_all(&t.sysfs(), &vfio, false);
+        let seen = &vfio.seen;
+        assert_eq!(*seen.opened.lock().unwrap(), ["0000:6a:01.0"]);
+        // Bus mastering on (bit 2 of the command register).
+        assert!(seen.command.lock().unwrap().iter().any(|c| c & 0x4 != 0));
+        // BAR0 whole, then the configuration sequence on it.
+        assert_eq!(*seen.bar_maps.lock().unwrap(), [(0, 0..0x2000)]);
+        let regs = seen.regs.lock().unwrap().clone().unwrap();
+        let cmds: Vec<u32> = regs
+            .writes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(o, _)| *o == spec::CMD)
+            .map(|(_, v)| cmd::command(*v as u32))
+            .collect();
+        assert_eq!(
+            cmds,
+            [cmd::RESET_DEVICE, cmd::ENABLE_DEVICE, cmd::ENABLE_WQ]
+        );
+        // BAR2: WQ 0's unlimited MSI-X portal, one page.
+        assert_eq!(*seen.memory_maps.lock().unwrap(), [(2, 0..0x1000)]);
+        if crate::accel::dsa::portal::has_movdir64b() {
+            assert_eq!(found.hardware.len(), 1, "{:?}", found.notes);
+            assert!(found.mapper.is_some());
+            let wq = &found.hardware[0].wq;
+            assert_eq!(wq.info().name, "0000:6a:01.0/wq0");
+            assert_eq!(wq.info().mode, WqMode::Dedicated);
+            assert_eq!(wq.info().size, 128);
+            assert_eq!(wq.device_error(), None);
+            drop(found);
+            assert_eq!(seen.resets.load(Ordering::Relaxed), 1, "reset on drop");
+        } else {
+            // This CPU cannot submit to a dedicated WQ: a note says so.
+            assert!(found.hardware.is_empty() && found.mapper.is_none());
+            let n = found.notes.join("\n");
+            assert!(
+                n.contains("dsa 0000:6a:01.0: this CPU has no MOVDIR64B"),
+                "{n}"
+            );
+            assert_eq!(
+                seen.resets.load(Ordering::Relaxed),
+                1,
+                "a function refused after its configuration is reset"
+            );
+        }
+    }
+
+    #[test]
+    fn a_portal_outside_bar2_is_refused() {
+        let small = RegionInfo {
+            size: 0x800,
+            mmap: true,
+            sparse: None,
+            msix_mappable: true,
+        };
+        assert!(portal_window(&small).unwrap_err().contains("BAR2 is only"));
+        let sparse = RegionInfo {
+            size: 0x20000,
+            mmap: true,
+            sparse: Some(vec![0x4000..0x8000, 0x8000..0x20000]),
+            msix_mappable: true,
+        };
+        assert!(
+            portal_window(&sparse)
+                .unwrap_err()
+                .contains("no mmappable part")
+        );
+        let none = RegionInfo {
+            mmap: false,
+            ..sparse.clone()
+        };
+        assert!(
+            portal_window(&none)
+                .unwrap_err()
+                .contains("cannot be mmapped")
+        );
+        let t = Tree::new();
+        t.function("0000:6a:01.0", 0x8086, 0x0b25, Some("vfio-pci"), 10);
+        let mut vfio = FakeVfio::new();
+        vfio.bar2 = small;
+        let found = open_all(&t.sysfs(), &vfio, false);
+        assert!(found.hardware.is_empty());
+        assert!(vfio.seen.memory_maps.lock().unwrap().is_empty());
+        let n = found.notes.join("\n");
+        assert!(
+            n.contains("dsa 0000:6a:01.0: BAR2 is only 2048 bytes"),
+            "{n}"
+        );
+        assert_eq!(vfio.seen.resets.load(Ordering::Relaxed), 1, "reset");
+    }
+
+    #[test]
+    fn device_error_reports_and_acknowledges_swerr() {
+        let regs = Fake::new(true);
+        assert_eq!(device_error(&regs), None, "an enabled device without SWERR");
+        let w0 = swerr::VALID | ((spec::status::CRA_ALIGN as u64) << 8);
+        regs.put64(spec::SWERR, w0);
+        regs.put64(spec::GENSTS, gensts::HALT as u64);
+        let e = device_error(&regs).unwrap();
+        assert!(
+            e.contains("SWERR error 0x1b (completion record address misaligned)")
+                && e.contains("the device is halted"),
+            "{e}"
+        );
+        let writes = regs.writes.lock().unwrap().clone();
+        assert!(
+            writes.contains(&(spec::SWERR, w0 & swerr::ACK)),
+            "{writes:?}"
+        );
     }
 }

@@ -24,8 +24,11 @@
 //! - [`driver`]: the channel driver (bring-up, ring, submission,
 //!   completion, recovery);
 //! - [`vfio`]: the VFIO backend (sysfs discovery, container, group,
-//!   device, BAR0 mapping, bus mastering, IOMMU mappings of every DMA
-//!   region);
+//!   device, BAR mapping, bus mastering, IOMMU mappings of every DMA
+//!   region); its generic part ([`vfio::scan_ids`],
+//!   [`vfio::open_functions`], [`VfioDeviceOps`](vfio::VfioDeviceOps)'
+//!   `map_bar` and `map_bar_memory`, [`BarMemory`]) also serves the DSA
+//!   module's VFIO backend;
 //! - `model`: a software I/OAT device for tests and demos, built only with
 //!   the `ioat-model` cargo feature (and in the unit tests);
 //! - [`IoatDevices`]: devices opened and not yet started, and the
@@ -47,6 +50,7 @@ pub mod spec;
 pub mod vfio;
 
 mod args;
+mod bar_memory;
 mod channel;
 mod channel_pool;
 mod devices;
@@ -76,6 +80,7 @@ mod window;
 mod tests;
 
 pub use args::IoatArgs;
+pub use bar_memory::BarMemory;
 pub use channel::IoatChannel;
 pub use devices::IoatDevices;
 #[cfg(any(test, feature = "ioat-model"))]
@@ -96,4 +101,5 @@ pub use pci_config::{PciConfig, find_capability};
 pub use region_info::RegionInfo;
 pub use registers::Registers;
 pub use totals::Totals;
+pub use vfio_config::VfioConfig;
 pub use window::Window;

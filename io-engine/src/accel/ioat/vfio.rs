@@ -20,12 +20,21 @@
 //! Every failure becomes a note that says what the operator should do; the
 //! module then runs without that device (and the engine on software when
 //! none is left).
+//!
+//! The generic part is shared with the DSA module's VFIO backend
+//! (`accel::dsa::vfio`): the sysfs scan by PCI ids ([`scan_ids`]), the
+//! bind note ([`bind_commands`]), the checks, container and IOMMU mapper
+//! of [`open_functions`] (its notes name the module through [`Kind`]),
+//! and any BAR's mapping (`VfioDeviceOps::map_bar`, `map_bar_memory`).
+//! It stays in this module for now (moving it to a layer of its own is
+//! the next step; see docs/dsa.md).
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::bar_memory::BarMemory;
 use super::driver::Hardware;
 use super::iommu_info::IommuInfo;
 use super::iova_allocator::IovaAllocator;
@@ -61,7 +70,8 @@ impl SysfsRoot {
         }
     }
 
-    fn pci_devices(&self) -> PathBuf {
+    /// `bus/pci/devices` under the sysfs mount.
+    pub fn pci_devices(&self) -> PathBuf {
         self.sys.join("bus/pci/devices")
     }
 }
@@ -96,6 +106,15 @@ fn link_name(p: &Path) -> Option<String> {
 /// The supported I/OAT functions under `root` (any driver), sorted by
 /// address.
 pub fn scan(root: &SysfsRoot) -> std::io::Result<Vec<PciFunction>> {
+    scan_ids(root, spec::is_supported)
+}
+
+/// The PCI functions under `root` whose vendor and device ids `keep`
+/// accepts (any driver), sorted by address: the scan I/OAT and DSA share.
+pub fn scan_ids(
+    root: &SysfsRoot,
+    keep: impl Fn(u16, u16) -> bool,
+) -> std::io::Result<Vec<PciFunction>> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(root.pci_devices())? {
         let path = entry?.path();
@@ -105,7 +124,7 @@ pub fn scan(root: &SysfsRoot) -> std::io::Result<Vec<PciFunction>> {
         ) else {
             continue;
         };
-        if !spec::is_supported(vendor, device) {
+        if !keep(vendor, device) {
             continue;
         }
         let Some(bdf) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
@@ -124,8 +143,8 @@ pub fn scan(root: &SysfsRoot) -> std::io::Result<Vec<PciFunction>> {
     Ok(found)
 }
 
-/// How to bind `bdf` (vendor:device `id`) to vfio-pci, as shell commands.
-fn bind_commands(f: &PciFunction) -> String {
+/// How to bind `f` to vfio-pci, as shell commands.
+pub fn bind_commands(f: &PciFunction) -> String {
     let unbind = match &f.driver {
         Some(_) => format!(
             "echo {bdf} > /sys/bus/pci/devices/{bdf}/driver/unbind; ",
@@ -192,10 +211,10 @@ pub fn map_registers(dev: &dyn VfioDeviceOps) -> Result<Box<dyn Registers>, Vfio
     let msix = MsixTable::find(|off| dev.config_read16(off)).filter(|t| t.bar == 0);
     let needed = (spec::channel_base(0) + spec::chan::SIZE) as u64;
     let window = dev
-        .bar0_info()
+        .bar_info(0)
         .register_window(needed, msix.as_ref().map(|t| &t.table))
         .map_err(VfioFailure::Other)?;
-    dev.map_bar0(window)
+    dev.map_bar(0, window)
 }
 
 /// Why an IOMMU mapping failed and what to do, from the kernel's error
@@ -232,6 +251,7 @@ pub fn mapping_failure(e: &VfioFailure, iova: u64, len: usize) -> String {
 /// ranges the IOMMU can address, and records them in the map the driver
 /// translates through.
 struct ContainerMapper {
+    kind: Kind,
     container: Arc<dyn VfioContainerOps>,
     map: Arc<IovaMap>,
     iovas: Mutex<IovaAllocator>,
@@ -240,9 +260,15 @@ struct ContainerMapper {
 }
 
 impl ContainerMapper {
-    fn new(container: Arc<dyn VfioContainerOps>, map: Arc<IovaMap>, info: &IommuInfo) -> Self {
+    fn new(
+        kind: Kind,
+        container: Arc<dyn VfioContainerOps>,
+        map: Arc<IovaMap>,
+        info: &IommuInfo,
+    ) -> Self {
         let page = info.page().max(PAGE);
         ContainerMapper {
+            kind,
             iovas: Mutex::new(IovaAllocator::new(&info.usable(), page)),
             container,
             map,
@@ -269,9 +295,11 @@ impl DmaMapper for ContainerMapper {
                 .or_else(|| iovas.alloc(size, self.page))
         }) else {
             tracing::error!(
-                "ioat: cannot map {len} bytes at {addr:#x} into the IOMMU: no IOVA space of \
-                 that size is left in the ranges the IOMMU can address; I/OAT tasks on that \
-                 memory fail with invalid_argument"
+                "{}: cannot map {len} bytes at {addr:#x} into the IOMMU: no IOVA space of \
+                 that size is left in the ranges the IOMMU can address; {} tasks on that \
+                 memory fail with invalid_argument",
+                self.kind.tag,
+                self.kind.what
             );
             return;
         };
@@ -292,9 +320,11 @@ impl DmaMapper for ContainerMapper {
             Err(e) => {
                 self.iovas().free(iova, size);
                 tracing::error!(
-                    "ioat: cannot map {len} bytes at {addr:#x} into the IOMMU at IOVA {iova:#x} \
-                     ({e}): {}; I/OAT tasks on that memory fail with invalid_argument",
-                    mapping_failure(&e, iova, len)
+                    "{}: cannot map {len} bytes at {addr:#x} into the IOMMU at IOVA {iova:#x} \
+                     ({e}): {}; {} tasks on that memory fail with invalid_argument",
+                    self.kind.tag,
+                    mapping_failure(&e, iova, len),
+                    self.kind.what
                 );
             }
         }
@@ -311,7 +341,8 @@ impl DmaMapper for ContainerMapper {
                 .free(w.iova, (w.len as u64).next_multiple_of(self.page)),
             // The IOVA stays taken: the IOMMU may still map it.
             Err(e) => tracing::error!(
-                "ioat: cannot unmap {len} bytes at {addr:#x} (IOVA {:#x}) from the IOMMU: {e}",
+                "{}: cannot unmap {len} bytes at {addr:#x} (IOVA {:#x}) from the IOMMU: {e}",
+                self.kind.tag,
                 w.iova
             ),
         }
@@ -335,7 +366,7 @@ impl Drop for Opened {
 /// one when empty), and opens each one bound to vfio-pci through `ops`.
 pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found {
     let mut notes = Vec::new();
-    let mut hardware = Vec::new();
+    let hardware = Vec::new();
     let dir = root.pci_devices();
     let functions = match scan(root) {
         Ok(f) => f,
@@ -379,67 +410,155 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
             notes,
         };
     }
+    let (hardware, mapper) = open_functions(
+        root,
+        ops,
+        IOAT,
+        functions,
+        &mut notes,
+        |f, dev, map, notes| {
+            // Bus master enable (SPDK's `ioat_attach`).
+            let pci = VfioConfig(dev.clone());
+            pci.set_bus_master(true);
+            let regs = match map_registers(dev.as_ref()) {
+                Ok(r) => r,
+                Err(e) => {
+                    notes.push(format!(
+                        "ioat {}: cannot map BAR0 ({e}); check `dmesg`; it is not used",
+                        f.bdf
+                    ));
+                    return None;
+                }
+            };
+            // SAFETY: `regs` and `pci` are this VFIO device's BAR0 and
+            // configuration space; the device sits in the container whose
+            // IOMMU mapper (`ContainerMapper`, the only writer of `map`) puts
+            // every window of `map` into that IOMMU at the window's IOVA before
+            // it inserts it, and removes it before unmapping
+            // (`open_functions`' promise): the device reaches exactly the
+            // memory `map` names, and the IOMMU refuses the rest.
+            Some(unsafe {
+                Hardware::new(
+                    f.bdf.clone(),
+                    regs,
+                    Box::new(pci),
+                    Arc::new(MappedMemory::new(map.clone())),
+                    Some(Box::new(Opened { dev })),
+                )
+            })
+        },
+    );
+    Found {
+        hardware,
+        mapper,
+        notes,
+    }
+}
+
+/// Which module a generic VFIO step works for, as its messages name it.
+#[derive(Debug, Clone, Copy)]
+pub struct Kind {
+    /// The prefix of its notes (`ioat`, `dsa`).
+    pub tag: &'static str,
+    /// The engine by name (`I/OAT`, `DSA`).
+    pub what: &'static str,
+    /// The kernel driver that owns such functions (`ioatdma`, `idxd`).
+    pub kernel_driver: &'static str,
+    /// What to say after the kernel driver's bind note (may be empty).
+    pub kernel_hint: &'static str,
+}
+
+/// I/OAT's kind.
+const IOAT: Kind = Kind {
+    tag: "ioat",
+    what: "I/OAT",
+    kernel_driver: "ioatdma",
+    kernel_hint: "",
+};
+
+/// The generic part of opening VFIO functions, for I/OAT and DSA: notes
+/// for each of `functions` not bound to vfio-pci (with the bind commands),
+/// checks the IOMMU, the hugepages and the container (a note and nothing
+/// opened when one is missing), opens each function bound to vfio-pci in
+/// one container, and calls `each` with it and the [`IovaMap`] its memory
+/// must be translated through; `each` returns what the module makes of it
+/// (or `None`, having pushed a note). The container's [`DmaMapper`] is
+/// made once `each` has accepted a function (an IOMMU domain needs a
+/// device before it takes mappings and says what it can address); it is
+/// returned for the module's creator to register.
+///
+/// Its promise to `each`: the mapper is the only writer of the map; it
+/// puts every window into the container's IOMMU at the window's IOVA
+/// before inserting it, and removes it before unmapping.
+pub fn open_functions<T>(
+    root: &SysfsRoot,
+    ops: &dyn VfioOps,
+    kind: Kind,
+    functions: Vec<PciFunction>,
+    notes: &mut Vec<String>,
+    mut each: impl FnMut(
+        &PciFunction,
+        Arc<dyn VfioDeviceOps>,
+        &Arc<IovaMap>,
+        &mut Vec<String>,
+    ) -> Option<T>,
+) -> (Vec<T>, Option<Arc<dyn DmaMapper>>) {
+    let Kind {
+        tag,
+        what,
+        kernel_driver,
+        kernel_hint,
+    } = kind;
+    let mut hardware = Vec::new();
     let mut usable = Vec::new();
     for f in functions {
         let id = format!("{:04x}:{:04x}", f.vendor, f.device);
         match f.driver.as_deref() {
             Some("vfio-pci") => usable.push(f),
-            Some("ioatdma") => notes.push(format!(
-                "ioat {} ({id}): bound to the kernel's ioatdma driver; bind it to vfio-pci: {}",
+            Some(d) if d == kernel_driver => notes.push(format!(
+                "{tag} {} ({id}): bound to the kernel's {kernel_driver} driver; bind it to \
+                 vfio-pci: {}{kernel_hint}",
                 f.bdf,
                 bind_commands(&f)
             )),
             Some(other) => notes.push(format!(
-                "ioat {} ({id}): bound to driver {other}; bind it to vfio-pci: {}",
+                "{tag} {} ({id}): bound to driver {other}; bind it to vfio-pci: {}",
                 f.bdf,
                 bind_commands(&f)
             )),
             None => notes.push(format!(
-                "ioat {} ({id}): bound to no driver; bind it to vfio-pci: {}",
+                "{tag} {} ({id}): bound to no driver; bind it to vfio-pci: {}",
                 f.bdf,
                 bind_commands(&f)
             )),
         }
     }
     if usable.is_empty() {
-        return Found {
-            hardware,
-            mapper: None,
-            notes,
-        };
+        return (hardware, None);
     }
     let groups = root.sys.join("kernel/iommu_groups");
     let iommu_on = std::fs::read_dir(&groups).is_ok_and(|mut d| d.next().is_some());
     if !iommu_on || usable.iter().all(|f| f.iommu_group.is_none()) {
         notes.push(format!(
-            "ioat: the IOMMU is off ({} is empty and the functions have no iommu_group): \
-             enable VT-d in the firmware and boot with `intel_iommu=on iommu=pt`; I/OAT is \
+            "{tag}: the IOMMU is off ({} is empty and the functions have no iommu_group): \
+             enable VT-d in the firmware and boot with `intel_iommu=on iommu=pt`; {what} is \
              not used",
             groups.display()
         ));
-        return Found {
-            hardware,
-            mapper: None,
-            notes,
-        };
+        return (hardware, None);
     }
     if ops.hugepages() == 0 {
-        notes.push(
-            "ioat: no hugepages are reserved; DMA memory for the device must come from \
+        notes.push(format!(
+            "{tag}: no hugepages are reserved; DMA memory for the device must come from \
              hugepages: reserve some (`echo 1024 > /proc/sys/vm/nr_hugepages`, or \
-             `hugepages=1024` on the kernel command line) and restart; I/OAT is not used"
-                .into(),
-        );
-        return Found {
-            hardware,
-            mapper: None,
-            notes,
-        };
+             `hugepages=1024` on the kernel command line) and restart; {what} is not used"
+        ));
+        return (hardware, None);
     }
     let container = match ops.open_container() {
         Ok(c) => c,
         Err(e) => {
-            let what = match &e {
+            let todo = match &e {
                 VfioFailure::Container(io) if io.kind() == std::io::ErrorKind::NotFound => {
                     "load the VFIO driver (`modprobe vfio-pci`)".to_string()
                 }
@@ -452,12 +571,8 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
                 }
                 _ => "check `dmesg` for VFIO errors".to_string(),
             };
-            notes.push(format!("ioat: {e}: {what}; I/OAT is not used"));
-            return Found {
-                hardware,
-                mapper: None,
-                notes,
-            };
+            notes.push(format!("{tag}: {e}: {todo}; {what} is not used"));
+            return (hardware, None);
         }
     };
     let map = Arc::new(IovaMap::new());
@@ -465,7 +580,7 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
     for f in usable {
         let Some(group) = f.iommu_group else {
             notes.push(format!(
-                "ioat {}: no IOMMU group; enable VT-d and boot with `intel_iommu=on`",
+                "{tag} {}: no IOMMU group; enable VT-d and boot with `intel_iommu=on`",
                 f.bdf
             ));
             continue;
@@ -473,7 +588,7 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
         let dev = match container.open_device(&f) {
             Ok(d) => d,
             Err(e) => {
-                let what = match &e {
+                let todo = match &e {
                     VfioFailure::NotViable(g) => format!(
                         "every device of the group (`ls {}/{g}/devices`) must be bound to \
                          vfio-pci or to no driver",
@@ -492,23 +607,13 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
                     }
                     _ => "check `dmesg` for VFIO errors".to_string(),
                 };
-                notes.push(format!("ioat {}: {e}: {what}; it is not used", f.bdf));
+                notes.push(format!("{tag} {}: {e}: {todo}; it is not used", f.bdf));
                 continue;
             }
         };
         let dev: Arc<dyn VfioDeviceOps> = Arc::from(dev);
-        // Bus master enable (SPDK's `ioat_attach`).
-        let pci = VfioConfig(dev.clone());
-        pci.set_bus_master(true);
-        let regs = match map_registers(dev.as_ref()) {
-            Ok(r) => r,
-            Err(e) => {
-                notes.push(format!(
-                    "ioat {}: cannot map BAR0 ({e}); check `dmesg`; it is not used",
-                    f.bdf
-                ));
-                continue;
-            }
+        let Some(made) = each(&f, dev, &map, notes) else {
+            continue;
         };
         // One mapper for the container, made once a device is open (an
         // IOMMU domain needs a device before it takes mappings and says
@@ -516,7 +621,7 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
         if mapper.is_none() {
             let info = container.iommu_info().unwrap_or_else(|e| {
                 notes.push(format!(
-                    "ioat: cannot read the IOMMU's IOVA ranges ({e}); IOVAs are taken from \
+                    "{tag}: cannot read the IOMMU's IOVA ranges ({e}); IOVAs are taken from \
                      {:#x}..={:#x}",
                     super::iommu_info::FALLBACK_IOVAS.start(),
                     super::iommu_info::FALLBACK_IOVAS.end()
@@ -528,38 +633,21 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
             });
             if info.iova_ranges.is_none() {
                 tracing::info!(
-                    "ioat: the kernel does not report the IOMMU's IOVA ranges (Linux before \
+                    "{tag}: the kernel does not report the IOMMU's IOVA ranges (Linux before \
                      5.4); IOVAs are taken from {:?}",
                     super::iommu_info::FALLBACK_IOVAS
                 );
             }
             mapper = Some(Arc::new(ContainerMapper::new(
+                kind,
                 container.clone(),
                 map.clone(),
                 &info,
             )));
         }
-        // SAFETY: `regs` and `pci` are this VFIO device's BAR0 and
-        // configuration space; the device sits in `container`, whose IOMMU
-        // mapper (`ContainerMapper`, the only writer of `map`) puts every
-        // window of `map` into that IOMMU at the window's IOVA before it
-        // inserts it, and removes it before unmapping: the device reaches
-        // exactly the memory `map` names, and the IOMMU refuses the rest.
-        hardware.push(unsafe {
-            Hardware::new(
-                f.bdf.clone(),
-                regs,
-                Box::new(pci),
-                Arc::new(MappedMemory::new(map.clone())),
-                Some(Box::new(Opened { dev })),
-            )
-        });
+        hardware.push(made);
     }
-    Found {
-        hardware,
-        mapper,
-        notes,
-    }
+    (hardware, mapper)
 }
 
 // ---------------------------------------------------------------------------
@@ -667,6 +755,42 @@ impl VfioContainerOps for SystemContainer {
 struct SystemDevice(Arc<vfio_ioctls::VfioDevice>);
 
 impl SystemDevice {
+    /// `window` of BAR `index` mmapped from the device fd.
+    fn mmap(&self, index: u32, window: Range<u64>) -> Result<Mmio, VfioFailure> {
+        use std::os::fd::{AsRawFd, BorrowedFd};
+        use vfio_bindings::bindings::vfio::VFIO_PCI_BAR0_REGION_INDEX;
+        if index > 5 {
+            return Err(VfioFailure::Other(format!("no BAR{index}")));
+        }
+        let offset = self.0.get_region_offset(VFIO_PCI_BAR0_REGION_INDEX + index) + window.start;
+        let len = (window.end - window.start) as usize;
+        // SAFETY: the device fd stays open as long as `self.0`, which the
+        // mapping keeps (`Mmio::_dev`).
+        let fd = unsafe { BorrowedFd::borrow_raw(self.0.as_raw_fd()) };
+        // SAFETY: a new shared mapping of `window` of the device's BAR at
+        // an address the kernel picks; it overlaps nothing in use.
+        let ptr = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::SHARED,
+                fd,
+                offset,
+            )
+        }
+        .map_err(|e| VfioFailure::Other(format!("mmap of BAR{index}: {e}")))?;
+        let ptr = NonNull::new(ptr.cast())
+            .ok_or_else(|| VfioFailure::Other(format!("mmap of BAR{index}: a null mapping")))?;
+        Ok(Mmio {
+            ptr,
+            bar: index,
+            start: window.start as usize,
+            len,
+            _dev: self.0.clone(),
+        })
+    }
+
     /// `N` bytes of configuration space at `off` (one access).
     fn config_read<const N: usize>(&self, off: u64) -> [u8; N] {
         let mut b = [0u8; N];
@@ -705,12 +829,12 @@ impl VfioDeviceOps for SystemDevice {
         self.config_write(off, &v.to_le_bytes());
     }
 
-    fn bar0_info(&self) -> RegionInfo {
+    fn bar_info(&self, index: u32) -> RegionInfo {
         use vfio_bindings::bindings::vfio::{
             VFIO_PCI_BAR0_REGION_INDEX, VFIO_REGION_INFO_FLAG_MMAP,
         };
         use vfio_ioctls::VfioRegionInfoCap;
-        let idx = VFIO_PCI_BAR0_REGION_INDEX;
+        let idx = VFIO_PCI_BAR0_REGION_INDEX + index;
         let mut info = RegionInfo {
             size: self.0.get_region_size(idx),
             mmap: self.0.get_region_flags(idx) & VFIO_REGION_INFO_FLAG_MMAP != 0,
@@ -734,33 +858,16 @@ impl VfioDeviceOps for SystemDevice {
         info
     }
 
-    fn map_bar0(&self, window: Range<u64>) -> Result<Box<dyn Registers>, VfioFailure> {
-        use std::os::fd::{AsRawFd, BorrowedFd};
-        use vfio_bindings::bindings::vfio::VFIO_PCI_BAR0_REGION_INDEX;
-        let offset = self.0.get_region_offset(VFIO_PCI_BAR0_REGION_INDEX) + window.start;
-        let len = (window.end - window.start) as usize;
-        // SAFETY: the device fd stays open as long as `self.0`, which the
-        // mapping keeps (`Mmio::_dev`).
-        let fd = unsafe { BorrowedFd::borrow_raw(self.0.as_raw_fd()) };
-        // SAFETY: a new shared mapping of `window` of the device's BAR0 at
-        // an address the kernel picks; it overlaps nothing in use.
-        let ptr = unsafe {
-            rustix::mm::mmap(
-                std::ptr::null_mut(),
-                len,
-                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-                rustix::mm::MapFlags::SHARED,
-                fd,
-                offset,
-            )
-        }
-        .map_err(|e| VfioFailure::Other(format!("mmap of BAR0: {e}")))?;
-        Ok(Box::new(Mmio {
-            ptr: NonNull::new(ptr.cast()).expect("mmap returned null"),
-            start: window.start as usize,
-            len,
-            _dev: self.0.clone(),
-        }))
+    fn map_bar(&self, index: u32, window: Range<u64>) -> Result<Box<dyn Registers>, VfioFailure> {
+        Ok(Box::new(self.mmap(index, window)?))
+    }
+
+    fn map_bar_memory(
+        &self,
+        index: u32,
+        window: Range<u64>,
+    ) -> Result<Box<dyn BarMemory>, VfioFailure> {
+        Ok(Box::new(self.mmap(index, window)?))
     }
 
     fn reset(&self) {
@@ -768,11 +875,14 @@ impl VfioDeviceOps for SystemDevice {
     }
 }
 
-/// A window of BAR0 mapped from a VFIO device: volatile accesses at BAR0
-/// offsets inside it only, unmapped on drop.
+/// A window of a BAR mapped from a VFIO device: volatile accesses at BAR
+/// offsets inside it only (as [`Registers`]), or its address (as
+/// [`BarMemory`]); unmapped on drop.
 struct Mmio {
     ptr: NonNull<u8>,
-    /// The BAR0 offset `ptr` maps.
+    /// Which BAR.
+    bar: u32,
+    /// The BAR offset `ptr` maps.
     start: usize,
     len: usize,
     _dev: Arc<vfio_ioctls::VfioDevice>,
@@ -781,6 +891,10 @@ struct Mmio {
 // SAFETY: the mapping is device memory reached only through volatile
 // accesses; it lives as long as the value and is not tied to a thread.
 unsafe impl Send for Mmio {}
+// SAFETY: as for `Send`: every access through `&self` is one volatile
+// access of device memory (or, as `BarMemory`, the caller's device stores),
+// which threads may make at once.
+unsafe impl Sync for Mmio {}
 
 impl Mmio {
     #[inline]
@@ -790,7 +904,8 @@ impl Mmio {
             off >= self.start
                 && rel + size_of::<T>() <= self.len
                 && off.is_multiple_of(align_of::<T>()),
-            "BAR0 access of {} bytes at {off:#x} (mapped: {:#x}..{:#x})",
+            "BAR{} access of {} bytes at {off:#x} (mapped: {:#x}..{:#x})",
+            self.bar,
             size_of::<T>(),
             self.start,
             self.start + self.len
@@ -824,11 +939,21 @@ impl Registers for Mmio {
     mmio_rw!(read64, write64, u64);
 }
 
+impl BarMemory for Mmio {
+    fn addr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
 impl Drop for Mmio {
     fn drop(&mut self) {
-        // SAFETY: exactly the mapping made in `map_bar0`; no access follows.
+        // SAFETY: exactly the mapping made in `SystemDevice::mmap`; no
+        // access follows.
         if let Err(e) = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) } {
-            tracing::warn!("munmap of BAR0 failed: {e}");
+            tracing::warn!("munmap of BAR{} failed: {e}", self.bar);
         }
     }
 }
@@ -1165,14 +1290,23 @@ mod tests {
             assert_ne!(off, spec::PCI_COMMAND);
             self.model.pci_config().write32(off, v)
         }
-        fn bar0_info(&self) -> RegionInfo {
-            self.bar0.clone()
+        fn bar_info(&self, index: u32) -> RegionInfo {
+            if index == 0 {
+                self.bar0.clone()
+            } else {
+                RegionInfo::default()
+            }
         }
 
         /// As vfio-pci's mmap: EINVAL outside the region, outside the
         /// sparse areas, or (without MSIX_MAPPABLE) on the MSI-X table's
         /// page (Linux `vfio_pci_mmap` before 4.16).
-        fn map_bar0(&self, window: Range<u64>) -> Result<Box<dyn Registers>, VfioFailure> {
+        fn map_bar(
+            &self,
+            index: u32,
+            window: Range<u64>,
+        ) -> Result<Box<dyn Registers>, VfioFailure> {
+            assert_eq!(index, 0, "I/OAT maps only BAR0");
             let table_page = self
                 .msix
                 .map(|t| t / 0x1000 * 0x1000..(t + 16).div_ceil(0x1000) * 0x1000);
@@ -1193,6 +1327,13 @@ mod tests {
                 regs: self.model.registers(),
                 window,
             }))
+        }
+        fn map_bar_memory(
+            &self,
+            index: u32,
+            _window: Range<u64>,
+        ) -> Result<Box<dyn BarMemory>, VfioFailure> {
+            panic!("I/OAT maps BAR{index} as memory")
         }
         fn reset(&self) {
             self.state.resets.fetch_add(1, Ordering::Relaxed);
@@ -1542,9 +1683,9 @@ mod tests {
         let f = open_all(&t.sysfs(), &ops, &[]);
         let c = ops.open_container().unwrap();
         let dev = c.open_device(&scan(&t.sysfs()).unwrap()[0]).unwrap();
-        assert!(dev.map_bar0(0..0x4000).is_err(), "the whole BAR");
-        assert!(dev.map_bar0(0..0x2000).is_err(), "over the table's page");
-        assert!(dev.map_bar0(0x2000..0x3000).is_ok(), "after it");
+        assert!(dev.map_bar(0, 0..0x4000).is_err(), "the whole BAR");
+        assert!(dev.map_bar(0, 0..0x2000).is_err(), "over the table's page");
+        assert!(dev.map_bar(0, 0x2000..0x3000).is_ok(), "after it");
         drop(f);
         // A table on the register page of an old kernel: left out, and
         // the note says why.
