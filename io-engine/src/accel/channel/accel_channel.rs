@@ -148,6 +148,12 @@ impl AccelChannel {
         self.modules[self.route[op.index()]].name()
     }
 
+    /// Whether `op` runs on an offload engine on this channel (the
+    /// software module, always the framework's last, runs it otherwise).
+    pub fn offloads(&self, op: Opcode) -> bool {
+        self.route[op.index()] + 1 != self.modules.len()
+    }
+
     /// The most tasks a batch takes for `op`'s module.
     pub fn max_batch(&self, op: Opcode) -> usize {
         self.max_batch[self.route[op.index()]]
