@@ -26,9 +26,11 @@
 //! - bit 5: fix the digests up: the harness recomputes the header and
 //!   data digests of every PDU of the stream it can frame;
 //! - bit 7: scheduled: bytes 1-2 are the stream's length (little-endian),
-//!   the stream follows, and the bytes after it are a schedule: each
-//!   step feeds a piece of the stream, runs one of the IOs in flight (in
-//!   any order), reads part of the output (a host that reads slowly or
+//!   the stream follows, and the bytes after it are a schedule: its first
+//!   bytes pick the HPDA and whether data digests of large PDUs are
+//!   computed off the core (and whether that engine fails them); each
+//!   step feeds a piece of the stream, runs one of the IOs or off-core
+//!   digests in flight (in any order), reads part of the output (a host that reads slowly or
 //!   not at all), or moves the clock (deadlines, keep alive). Without it
 //!   the rest of the input is the stream, fed as it is taken, its IOs run
 //!   in order and the output read whole.
@@ -59,7 +61,7 @@ use std::cell::RefCell;
 
 use io_engine::env::tsc;
 use io_engine::export::nvmf::pdu::{self, DataAlignment, Digests, Header, flags, kind};
-use io_engine::export::nvmf::testing::{Ended, Fixture, HOST, Held, Pdu, TestHost};
+use io_engine::export::nvmf::testing::{DigestEngine, Ended, Fixture, HOST, Held, Pdu, TestHost};
 use io_engine::export::nvmf::{CONNECT_DEADLINE, INPUT_BYTES, Limits, OUTPUT_CAP, QueuePair, nqn};
 use libfuzzer_sys::fuzz_target;
 
@@ -349,6 +351,18 @@ fn run(h: &mut Harness, data: &[u8]) {
     }
     let mut host = h.fx.host();
     host.hpda = if s.scheduled { schedule.byte() % 32 } else { 0 };
+    if s.scheduled {
+        // Data digests of PDUs of 4 KiB and more handed out to compute off
+        // the core (bit 0), failed by the harness's engine (bit 1: the
+        // queue pair then computes them itself).
+        let b = schedule.byte();
+        if b & 1 != 0 {
+            host.qp.offload_digests(4096, usize::MAX);
+        }
+        if b & 2 != 0 {
+            host.digest_engine = DigestEngine::Fails;
+        }
+    }
     let mut replies = Replies {
         align: DataAlignment::from_hpda(host.hpda).unwrap(),
         s,
@@ -396,8 +410,19 @@ fn run(h: &mut Harness, data: &[u8]) {
                 let len = (schedule.u16() as usize % 8192 + 1).min(stream.len() - at);
                 at += host.send(&stream[at..at + len]);
             }
-            3 | 4 => {
+            3 => {
                 if !host.ios.is_empty() {
+                    let i = schedule.byte() as usize % host.ios.len();
+                    host.run_io(i);
+                }
+            }
+            4 => {
+                // A digest computed off the core ends (in any order), else
+                // an IO.
+                if !host.digest_jobs.is_empty() {
+                    let i = schedule.byte() as usize % host.digest_jobs.len();
+                    host.run_digest(i);
+                } else if !host.ios.is_empty() {
                     let i = schedule.byte() as usize % host.ios.len();
                     host.run_io(i);
                 }

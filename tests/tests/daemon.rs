@@ -1521,6 +1521,16 @@ fn bad_flags_exit_2_with_one_line_naming_the_problem() {
             vec!["many"],
         ),
         (
+            vec!["-l", &cpu, "--nvmf-digest-offload", "512"],
+            vec![],
+            vec!["--nvmf-digest-offload", "at least 4096"],
+        ),
+        (
+            vec!["-l", &cpu],
+            vec![("IO_ENGINE_NVMF_DIGEST_OFFLOAD", "big")],
+            vec!["'big'", "or off"],
+        ),
+        (
             vec!["-l", &cpu, "--frobnicate"],
             vec![],
             vec!["--frobnicate"],

@@ -2,15 +2,17 @@
 //! has no DSA): accel-perf `-M dsa --dsa-model N` verifying every
 //! workload, the seed's batched copy at most one portal write per 128
 //! operations, the daemon with `--dsa-model` moving malloc data on DSA
-//! (PerfService IO, and an NVMe/TCP Copy command), bdev-perf verifying a
+//! (PerfService IO, an NVMe/TCP Copy command, and NVMe/TCP data digests
+//! of large PDUs), bdev-perf verifying a
 //! malloc device through the model, and `--dsa` on this host falling back
 //! to software and saying why.
 
+use std::io::Write;
 use std::process::Output;
 
 use io_engine_api::v1 as pb;
 use io_engine_tests::daemon::Daemon;
-use io_engine_tests::nvmf::{CC_ENABLE, HOST_NQN, Host, Sqe, nqn_of};
+use io_engine_tests::nvmf::{CC_ENABLE, Cqe, HOST_NQN, Host, Sqe, nqn_of};
 use io_engine_tests::{accel_op, available_cpus, bin, cpu_mask, run, u};
 use pb::perf_service_client::PerfServiceClient;
 use serde_json::Value;
@@ -299,4 +301,95 @@ fn bdev_perf_verifies_a_malloc_device_through_the_dsa_model() {
     assert!(u(&copy["executed"]) > 0, "{v}");
     assert_eq!(u(&copy["failed"]), 0);
     assert!(u(&v["accel"]["modules"]["dsa"]["portal_writes"]) > 0, "{v}");
+}
+
+/// NVMe/TCP data digests of large PDUs are computed on DSA: with data
+/// digests on, a 128 KiB Write (one H2CData after the R2T) and its Read
+/// (one C2HData) each cost one DSA crc32c, and the data and digests are
+/// right; 4 KiB PDUs are computed inline; a wrong digest on a large PDU
+/// fails its command (Transient Transport Error) and writes nothing. With
+/// `--nvmf-digest-offload off` none goes to DSA.
+#[test]
+fn nvme_tcp_data_digests_of_large_pdus_run_on_dsa() {
+    const BIG: usize = 128 << 10;
+    for offload in [true, false] {
+        let mut args = vec![
+            "--dsa-model",
+            "1",
+            "--bdev",
+            "malloc:///m0?size_mb=16&blk_size=4096",
+            "--share",
+            "m0:nvmf",
+        ];
+        if !offload {
+            args.extend(["--nvmf-digest-offload", "off"]);
+        }
+        let d = Daemon::start_quiet(args);
+        let crc_on_dsa = || {
+            let st = d.ctl_json(&["accel", "stats"]);
+            let op = accel_op(&st, "crc32c", "dsa");
+            assert_eq!(u(&op["failed"]), 0, "{st}");
+            u(&op["executed"])
+        };
+        let addr = d.nvmf_addr();
+        let (mut admin, cqe) = Host::admin(addr, &nqn_of("m0"), 0).unwrap();
+        assert_eq!(cqe.status(), 0, "admin Connect");
+        let cntlid = cqe.dw0() as u16;
+        assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
+        let mut io = Host::tcp(addr).unwrap();
+        io.ic(true, true).unwrap();
+        assert_eq!(io.digests, (true, true), "both digests granted");
+        let cqe = io
+            .connect(1, 127, cntlid, &nqn_of("m0"), HOST_NQN, 0)
+            .unwrap();
+        assert_eq!(cqe.status(), 0, "I/O queue Connect");
+        let before = crc_on_dsa();
+
+        let small: Vec<u8> = (0..4096).map(|i| (i as u8).wrapping_mul(7)).collect();
+        let w = io.exec(Sqe::rw(0x01, 1, 0, 1), &small, &[]).unwrap().0;
+        assert_eq!(w.status(), 0);
+        let sqe = Sqe::rw(0x02, 1, 0, 1).with_bytes(32, &4096u32.to_le_bytes());
+        assert_eq!(io.exec(sqe, &[], &[]).unwrap().1, small);
+        assert_eq!(crc_on_dsa(), before, "4 KiB PDUs: inline");
+
+        let big: Vec<u8> = (0..BIG)
+            .map(|i| (i as u8).wrapping_mul(13) ^ 0x5A)
+            .collect();
+        let blocks = (BIG / 4096) as u32;
+        let len = (BIG as u32).to_le_bytes();
+        let sqe = Sqe::rw(0x01, 1, 100, blocks).with_bytes(32, &len);
+        assert_eq!(io.exec(sqe, &[], &big).unwrap().0.status(), 0, "Write");
+        let sqe = Sqe::rw(0x02, 1, 100, blocks).with_bytes(32, &len);
+        let (cqe, got) = io.exec(sqe, &[], &[]).unwrap();
+        assert_eq!(cqe.status(), 0, "Read");
+        assert!(got == big, "the data read back (its digest checked)");
+        let on_dsa = if offload { 2 } else { 0 };
+        assert_eq!(crc_on_dsa(), before + on_dsa, "offload {offload}");
+
+        // A wrong digest on a 128 KiB H2CData.
+        let mut sqe = Sqe::rw(0x01, 1, 100, blocks).with_bytes(32, &len);
+        sqe.0[2..4].copy_from_slice(&0x7777u16.to_le_bytes());
+        sqe.0[39] = 0x5A;
+        let capsule = io.capsule(&sqe, &[]);
+        io.sock.write_all(&capsule).unwrap();
+        let r2t = io.recv().unwrap();
+        assert_eq!(r2t.kind, 0x09, "R2T");
+        let zeroes = vec![0u8; BIG];
+        let mut h2c = io.h2c_data(0x7777, r2t.u16_at(10), 0, &zeroes, true);
+        let n = h2c.len();
+        h2c[n - 1] ^= 0x01;
+        io.sock.write_all(&h2c).unwrap();
+        let resp = io.recv().unwrap();
+        assert_eq!(resp.kind, 0x05, "a response capsule");
+        let cqe = Cqe(resp.bytes[8..24].try_into().unwrap());
+        assert_eq!(
+            (cqe.cid(), cqe.status()),
+            (0x7777, 0x022),
+            "Transient Transport Error"
+        );
+        let sqe = Sqe::rw(0x02, 1, 100, blocks).with_bytes(32, &len);
+        let got = io.exec(sqe, &[], &[]).unwrap().1;
+        assert!(got == big, "nothing written");
+        assert_eq!(crc_on_dsa(), before + 2 * on_dsa, "offload {offload}");
+    }
 }

@@ -67,6 +67,9 @@ impl Engine {
                 config.nvmf_max_connections,
                 config.nvmf_max_connecting,
                 config.nvmf_limits,
+                config
+                    .nvmf_digest_offload
+                    .map(|min| nvmf::DigestOffload::new(accel.clone(), min)),
             ),
             exports,
             nbd_addr: OnceLock::new(),

@@ -51,6 +51,9 @@ pub struct EngineConfig {
     pub nvmf_max_connecting: usize,
     /// The NVMe/TCP target's limits (in-capsule data, transfer, queues).
     pub nvmf_limits: crate::export::nvmf::Limits,
+    /// NVMe/TCP: the smallest data PDU whose digest is computed on an
+    /// offload engine where crc32c runs on one (`None`: always inline).
+    pub nvmf_digest_offload: Option<usize>,
     /// Accel offload modules, best first (the software module is always
     /// added after them).
     pub accel_modules: Vec<Arc<dyn Module>>,

@@ -37,6 +37,7 @@ pub fn start_engine() -> Engine {
         nvmf_max_connections: 0,
         nvmf_max_connecting: 0,
         nvmf_limits: nvmf::Limits::default(),
+        nvmf_digest_offload: None,
         accel_modules: Vec::new(),
         accel_assign: Vec::new(),
     })

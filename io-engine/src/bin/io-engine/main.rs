@@ -184,6 +184,19 @@ struct Args {
     )]
     nvmf_max_transfer: usize,
 
+    /// NVMe/TCP: data digests (CRC-32C) of data PDUs of at least BYTES
+    /// are computed by the accel engine crc32c is assigned to, where that
+    /// is an offload engine (DSA) on the connection's core; smaller PDUs,
+    /// and all on cores where crc32c runs on software, inline by the core's
+    /// SIMD CRC. At least 4096; `off`: always inline.
+    #[arg(
+        long,
+        env = "IO_ENGINE_NVMF_DIGEST_OFFLOAD",
+        default_value_t = nvmf::DigestOffloadMin(Some(nvmf::DIGEST_OFFLOAD_MIN)),
+        value_name = "BYTES|off"
+    )]
+    nvmf_digest_offload: nvmf::DigestOffloadMin,
+
     /// NVMe/TCP: commands a queue holds (MQES + 1), 2 to 1024.
     #[arg(long, env = "IO_ENGINE_NVMF_QUEUE_DEPTH", default_value_t = 128)]
     nvmf_queue_depth: u16,
@@ -430,6 +443,7 @@ fn run(args: Args) -> Result<ExitCode, Fatal> {
         )
         .map_err(|e| format!("NVMe/TCP: {e}"))?
         .with_queues_per_host(args.nvmf_max_queues_per_host),
+        nvmf_digest_offload: args.nvmf_digest_offload.0,
         // The I/OAT devices and the DSA model see DMA memory through a
         // mapper registered here: env tells it of every DMA region, made
         // before or after. DSA first: it runs every opcode, so malloc's

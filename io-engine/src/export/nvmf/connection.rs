@@ -6,6 +6,10 @@
 //! writes the core's output with vectored writes (READ data from the IO
 //! buffers themselves). Everything the protocol decides is the core's.
 //!
+//! Large data PDUs' digests go to the reactor's offload engine when the
+//! target offloads them ([`DigestOffload`](super::digest_offload)) and
+//! crc32c runs on one here ([`DigestQueue`]); the poller reaps them.
+//!
 //! Thread: the connection's reactor, from accept to close. Its socket is
 //! non-blocking and registered with the reactor's epoll set; a poller runs
 //! the core's timers once a round.
@@ -15,6 +19,7 @@ use std::io;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 
+use super::digest_queue::DigestQueue;
 use super::io_outcome::IoOutcome;
 use super::listener::Listener;
 use super::queue_pair::QueuePair;
@@ -38,6 +43,9 @@ pub struct Connection {
     /// The device channel of an established I/O queue, opened when its
     /// first IO is submitted. Dropped before the core lets the device go.
     channel: RefCell<Option<IoChannel>>,
+    /// Data digests computed off the core (`None`: all inline). Dropped
+    /// before the core lets their buffers go.
+    digests: RefCell<Option<DigestQueue>>,
     reg: RefCell<Option<FdRegistration>>,
     poller: RefCell<Option<PollerHandle>>,
     listener: Arc<Listener>,
@@ -59,12 +67,18 @@ impl Connection {
             listener.closed();
             return;
         }
-        let core = QueuePair::new(target, peer.clone(), Some(slot), tsc::now());
+        let offload = target.digest_offload().and_then(|o| o.here());
+        let mut core = QueuePair::new(target, peer.clone(), Some(slot), tsc::now());
+        let digests = offload.map(|(ch, min, max)| {
+            core.offload_digests(min, max);
+            DigestQueue::new(ch)
+        });
         let conn = Rc::new_cyclic(|me| Connection {
             me: me.clone(),
             sock: Rc::new(sock),
             core: RefCell::new(core),
             channel: RefCell::new(None),
+            digests: RefCell::new(digests),
             reg: RefCell::new(None),
             poller: RefCell::new(None),
             listener,
@@ -85,10 +99,12 @@ impl Connection {
         *conn.poller.borrow_mut() = Some(reactor::register_poller("nvmf-conn", move || c.tick()));
     }
 
-    /// Once a round: the core's timers, input it can handle now (after a
-    /// wait), pending output; close when done.
+    /// Once a round: the digests computed off the core, the core's
+    /// timers, input it can handle now (after a wait), pending output;
+    /// close when done.
     fn tick(self: &Rc<Self>) -> Poll {
         let now = tsc::now();
+        let digests = self.reap_digests(now);
         let wake = self.core.borrow_mut().tick(now);
         if let Some(at) = wake {
             reactor::wake_by(at);
@@ -98,7 +114,28 @@ impl Connection {
         }
         let busy = self.core.borrow().has_output() && self.flush();
         self.maybe_close();
-        if busy { Poll::Busy } else { Poll::Idle }
+        if busy || digests {
+            Poll::Busy
+        } else {
+            Poll::Idle
+        }
+    }
+
+    /// Hands the core the digests computed off the core, and goes on with
+    /// what they let go on; returns whether any are still out.
+    fn reap_digests(self: &Rc<Self>, now: u64) -> bool {
+        let reaped = match self.digests.borrow_mut().as_mut() {
+            Some(d) => d.reap(&mut self.core.borrow_mut()),
+            None => return false,
+        };
+        if reaped > 0 {
+            if self.core.borrow().waits_for_buffer() {
+                self.process(now);
+            } else {
+                self.submit();
+            }
+        }
+        self.core.borrow().digests_out() > 0
     }
 
     /// Lets the core handle its input, then submits what it handed out.
@@ -107,9 +144,13 @@ impl Connection {
         self.submit();
     }
 
-    /// Submits the core's device IOs on this reactor's channel; one it
-    /// refuses goes back to the core as ended.
+    /// Submits the core's digests to compute off the core, then its device
+    /// IOs on this reactor's channel; one it refuses goes back to the core
+    /// as ended.
     fn submit(self: &Rc<Self>) {
+        if let Some(d) = self.digests.borrow_mut().as_mut() {
+            d.submit(&mut self.core.borrow_mut());
+        }
         loop {
             let mut core = self.core.borrow_mut();
             let Some(io) = core.next_io() else { break };
@@ -199,6 +240,7 @@ impl Connection {
             return;
         };
         drop(self.channel.borrow_mut().take());
+        drop(self.digests.borrow_mut().take());
         self.core.borrow_mut().close();
         self.listener.closed();
         drop(self.reg.borrow_mut().take());
@@ -216,6 +258,9 @@ impl IoCompletion for Connection {
         };
         if self.core.borrow().waits_for_buffer() {
             self.process(tsc::now());
+        } else if self.core.borrow().digests_out() > 0 {
+            // A read's digest to compute off the core.
+            self.submit();
         }
         if flush {
             self.flush();

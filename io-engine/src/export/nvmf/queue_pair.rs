@@ -45,6 +45,8 @@
 mod admin;
 mod admin_queue;
 mod auth;
+mod digest;
+mod digest_jobs;
 mod fabrics;
 mod inbound;
 mod input;
@@ -155,6 +157,8 @@ pub struct QueuePair {
     ios: std::collections::VecDeque<IoRequest>,
     /// Device IOs submitted and not ended.
     in_flight: u32,
+    /// Data digests handed to the transport to compute off the core.
+    digest_jobs: digest_jobs::DigestJobs,
     wait: Wait,
     /// The host is gone (or must be let go): nothing more is sent.
     eof: bool,
@@ -225,6 +229,7 @@ impl QueuePair {
             free: Vec::new(),
             ios: std::collections::VecDeque::new(),
             in_flight: 0,
+            digest_jobs: digest_jobs::DigestJobs::default(),
             wait: Wait::Nothing,
             eof: false,
             terminated: false,
@@ -306,9 +311,11 @@ impl QueuePair {
     }
 
     /// Whether the connection may close now: the host is gone (or the
-    /// queue terminated and its last PDU sent), and no IO is in flight.
+    /// queue terminated and its last PDU sent), and no IO or digest is in
+    /// flight.
     pub fn should_close(&self) -> bool {
         self.in_flight == 0
+            && self.digest_jobs.out() == 0
             && (self.eof || (self.terminated && self.output.is_empty()) || self.closed)
     }
 

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use super::controller::{Controllers, MAX_QID};
 use super::dh_budget::DhBudget;
+use super::digest_offload::DigestOffload;
 use super::host_queues::HostQueues;
 use super::identify::{self, DiscoveryEntry};
 use super::limits::Limits;
@@ -48,6 +49,8 @@ pub struct Target {
     pub dh_budget: DhBudget,
     /// The rate limits of the log lines hosts cause.
     pub logs: PeerLogs,
+    /// Where large data PDUs' digests are computed (`None`: inline).
+    digest_offload: Option<DigestOffload>,
 }
 
 impl Target {
@@ -57,8 +60,10 @@ impl Target {
         max_connections: usize,
         max_connecting: usize,
         limits: Limits,
+        digest_offload: Option<DigestOffload>,
     ) -> Arc<Target> {
         Arc::new(Target {
+            digest_offload,
             max_connecting,
             limits,
             exports,
@@ -73,6 +78,11 @@ impl Target {
             dh_budget: DhBudget::new(limits.dh_rate, limits.dh_burst),
             logs: PeerLogs::default(),
         })
+    }
+
+    /// Where large data PDUs' digests are computed (`None`: inline).
+    pub fn digest_offload(&self) -> Option<&DigestOffload> {
+        self.digest_offload.as_ref()
     }
 
     /// Connections open now.

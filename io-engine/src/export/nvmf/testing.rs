@@ -108,7 +108,7 @@ impl Fixture {
             .unwrap(),
         );
         let exports = Exports::new(64);
-        let target = Target::new(exports.clone(), 0, 0, limits);
+        let target = Target::new(exports.clone(), 0, 0, limits, None);
         let mut disks = BTreeMap::new();
         for (name, uri, read_only, auth) in DEVICES {
             let info = registry.create(uri).unwrap();
@@ -149,6 +149,9 @@ impl Fixture {
             now,
             received: Vec::new(),
             ios: VecDeque::new(),
+            digest_jobs: VecDeque::new(),
+            digests_offloaded: 0,
+            digest_engine: DigestEngine::Computes,
             digests: Digests::default(),
             hpda: 0,
             kato: 0,
@@ -248,11 +251,27 @@ impl Ended {
     }
 }
 
+/// How the harness ends the digests a queue pair hands out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DigestEngine {
+    /// With their CRC-32C.
+    Computes,
+    /// Failed: the queue pair computes them itself.
+    Fails,
+}
+
 /// One host's connection to the target, in memory.
 pub struct TestHost {
     /// IOs handed out and not run yet (declared first: dropped before the
     /// queue pair, whose pools their buffers go back to).
     pub ios: VecDeque<IoRequest>,
+    /// Digests handed out to compute off the core and not done yet: their
+    /// numbers and the CRC-32C of their data when handed out.
+    pub digest_jobs: VecDeque<(u32, u32)>,
+    /// Digests handed out so far.
+    pub digests_offloaded: usize,
+    /// How the harness's digest engine ends them.
+    pub digest_engine: DigestEngine,
     pub qp: QueuePair,
     disks: Rc<RefCell<BTreeMap<String, Vec<u8>>>>,
     /// The clock the queue pair is driven with (TSC ticks).
@@ -291,6 +310,29 @@ impl TestHost {
         while let Some(io) = self.qp.next_io() {
             self.ios.push_back(io);
         }
+        while let Some((id, data, seed)) = self.qp.next_digest() {
+            let crc = pdu::crc32c(seed, data);
+            self.digest_jobs.push_back((id, crc));
+            self.digests_offloaded += 1;
+        }
+    }
+
+    /// Ends the digest at `index` of those handed out as the digest engine
+    /// does; returns whether there was one.
+    pub fn run_digest(&mut self, index: usize) -> bool {
+        let Some((id, crc)) = self.digest_jobs.remove(index) else {
+            return false;
+        };
+        let crc = match self.digest_engine {
+            DigestEngine::Computes => Some(crc),
+            DigestEngine::Fails => None,
+        };
+        self.qp.digest_done(id, crc);
+        if self.qp.waits_for_buffer() {
+            self.qp.process(self.now);
+        }
+        self.collect_ios();
+        true
     }
 
     /// Runs the IO at `index` of those handed out on the RAM disk and
@@ -316,9 +358,9 @@ impl TestHost {
         true
     }
 
-    /// Runs every IO handed out (and those they lead to).
+    /// Runs every IO and digest handed out (and those they lead to).
     pub fn run_ios(&mut self) {
-        while self.run_io(0) {}
+        while self.run_io(0) || self.run_digest(0) {}
     }
 
     /// Reads at most `max` bytes of what the target sent; returns the

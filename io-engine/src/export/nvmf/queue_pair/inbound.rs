@@ -15,8 +15,11 @@ pub(crate) struct Inbound {
     pub direct: usize,
     pub at: usize,
     pub end: usize,
-    /// CRC-32C of the PDU's data before `direct` (data digests on).
+    /// CRC-32C of the PDU's data before `direct` (data digests on and
+    /// computed inline).
     pub crc: u32,
+    /// Its digest is checked off the core, over the whole PDU's data.
+    pub offload: bool,
     /// The PDU's flags.
     pub flags: u8,
 }

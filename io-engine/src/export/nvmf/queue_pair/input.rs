@@ -11,6 +11,7 @@ use super::super::command::{Command, admin, io as nvm};
 use super::super::completion::{Completion, Status};
 use super::super::pdu::{self, DataAlignment, Digests, Fes, Header, PduError, kind};
 use super::super::recv_buf::RecvBuf;
+use super::digest::Digest;
 use super::{AFTER_DATA, Answer, PduData, Phase, QueuePair, READ_CHUNK, Wait};
 use crate::export::nvmf::peer_event::PeerEvent;
 
@@ -249,23 +250,31 @@ impl QueuePair {
         if inb.at < inb.end {
             return false;
         }
-        let mut digest_ok = true;
+        let mut digest = Digest::Good;
         if self.digests.data {
             let Some(want) = b.first_chunk::<4>() else {
                 return false;
             };
             let want = u32::from_le_bytes(*want);
-            let direct = self
-                .slots
-                .get(inb.tag as usize)
-                .and_then(Option::as_ref)
-                .and_then(|s| s.buf.as_ref())
-                .and_then(|buf| buf.as_slice().get(inb.direct..inb.end));
-            digest_ok = direct.is_some_and(|d| pdu::crc32c(inb.crc, d) == want);
+            digest = if inb.offload {
+                Digest::Check(inb.start..inb.end, want)
+            } else {
+                let direct = self
+                    .slots
+                    .get(inb.tag as usize)
+                    .and_then(Option::as_ref)
+                    .and_then(|s| s.buf.as_ref())
+                    .and_then(|buf| buf.as_slice().get(inb.direct..inb.end));
+                if direct.is_some_and(|d| pdu::crc32c(inb.crc, d) == want) {
+                    Digest::Good
+                } else {
+                    Digest::Bad
+                }
+            };
             self.start += 4;
         }
         self.inbound = None;
-        self.data_received(inb.tag, inb.end - inb.start, digest_ok, inb.flags);
+        self.data_received(inb.tag, inb.end - inb.start, digest, inb.flags);
         true
     }
 

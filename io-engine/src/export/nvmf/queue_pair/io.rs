@@ -17,6 +17,8 @@ use super::super::command::Command;
 use super::super::command::{io as nvm, sgl};
 use super::super::completion::{Completion, Status};
 use super::super::pdu::{self, Fes, Header, PduError, flags};
+use super::digest::Digest;
+use super::digest_jobs::{DigestJob, Purpose};
 use super::io_queue::COPY_LIMITS;
 use super::slot::SlotState;
 use super::{Answer, Inbound, PduData, Phase, QueuePair, Slot, Wait};
@@ -195,6 +197,7 @@ impl QueuePair {
                 got: 0,
                 offset,
                 pending: 0,
+                digesting: 0,
                 fua,
                 status: Status::SUCCESS,
             },
@@ -357,10 +360,14 @@ impl QueuePair {
 
     /// Puts the part of a PDU's data that is here into the buffer of slot
     /// `tag` from offset `at` (with its CRC-32C computed in the same pass
-    /// when data digests are on); the rest, if any, is then read straight
-    /// into the buffer.
+    /// when data digests are on and checked inline); the rest, if any, is
+    /// then read straight into the buffer. A PDU whose digest is checked
+    /// off the core ([`DigestJobs::takes`](super::digest_jobs::DigestJobs))
+    /// is only copied: its digest is computed over all of its data once
+    /// that and the digest are in.
     fn receive(&mut self, tag: u16, at: usize, data: PduData, flags: u8) -> Result<(), PduError> {
         let digests = self.digests.data;
+        let offload = digests && self.digest_jobs.takes(data.len);
         let out_of_range = || {
             PduError::new(
                 Fes::DataTransferOutOfRange,
@@ -381,7 +388,7 @@ impl QueuePair {
             .as_mut_slice()
             .get_mut(at..at + n)
             .ok_or_else(out_of_range)?;
-        let crc = if digests {
+        let crc = if digests && !offload {
             pdu::copy_crc32c(dst, data.here, 0).ok_or_else(out_of_range)?
         } else {
             dst.copy_from_slice(data.here);
@@ -391,8 +398,12 @@ impl QueuePair {
         // (A digest still on its way is read after the data, as when the
         // data comes straight to the buffer.)
         if data.complete() && (!digests || data.digest.is_some()) {
-            let digest_ok = data.digest.is_none_or(|want| want == crc);
-            self.data_received(tag, n, digest_ok, flags);
+            let digest = match data.digest {
+                Some(want) if offload => Digest::Check(at..end, want),
+                Some(want) if want != crc => Digest::Bad,
+                _ => Digest::Good,
+            };
+            self.data_received(tag, n, digest, flags);
         } else {
             self.inbound = Some(Inbound {
                 tag,
@@ -401,6 +412,7 @@ impl QueuePair {
                 at: at + n,
                 end,
                 crc,
+                offload,
                 flags,
             });
         }
@@ -408,23 +420,48 @@ impl QueuePair {
     }
 
     /// `n` more bytes of the data of the command in slot `tag` are in its
-    /// buffer (their digest matched or not): once all are, the command
-    /// goes on (or is answered Transient Transport Error).
-    pub(super) fn data_received(&mut self, tag: u16, n: usize, digest_ok: bool, pdu_flags: u8) {
+    /// buffer, their digest as `digest` says: once all are, and every
+    /// digest of them checked, the command goes on (or is answered
+    /// Transient Transport Error when one did not match).
+    pub(super) fn data_received(&mut self, tag: u16, n: usize, digest: Digest, pdu_flags: u8) {
+        let Some(slot) = self.slot_mut(tag) else {
+            return;
+        };
+        if !matches!(slot.state, SlotState::AwaitingData { .. }) {
+            return;
+        }
+        slot.got += n;
+        match digest {
+            Digest::Good => {}
+            Digest::Bad => slot.status = Status::TRANSIENT_TRANSPORT_ERROR,
+            Digest::Check(range, want) => {
+                slot.digesting += 1;
+                self.digest_jobs.push(DigestJob {
+                    tag,
+                    range,
+                    seed: 0,
+                    purpose: Purpose::Check {
+                        want,
+                        flags: pdu_flags,
+                    },
+                });
+            }
+        }
+        self.data_checked(tag, pdu_flags);
+    }
+
+    /// Once all of the data of the command in slot `tag` is in its buffer
+    /// and checked: nothing more is taken for it, and it goes on.
+    fn data_checked(&mut self, tag: u16, pdu_flags: u8) {
         let Some(slot) = self.slot_mut(tag) else {
             return;
         };
         let SlotState::AwaitingData { r2t } = slot.state else {
             return;
         };
-        slot.got += n;
-        if !digest_ok {
-            slot.status = Status::TRANSIENT_TRANSPORT_ERROR;
-        }
-        if slot.got < slot.len {
+        if slot.got < slot.len || slot.digesting > 0 {
             return;
         }
-        // All of it is here: nothing more is taken for this command.
         slot.state = SlotState::Executing;
         let status = slot.status;
         let last = pdu_flags & flags::LAST_PDU != 0;
@@ -439,6 +476,82 @@ impl QueuePair {
         } else {
             self.finish(tag, status);
         }
+    }
+
+    /// The next digest to compute off the core: its number, its data (in
+    /// its command's IO buffer) and the CRC-32C to continue from. The data
+    /// stays where it is, unwritten and unmoved, until
+    /// [`digest_done`](Self::digest_done) is called with that number, and
+    /// the queue pair does not close before (it holds its slot's buffer);
+    /// each number must be done exactly once.
+    pub fn next_digest(&mut self) -> Option<(u32, &[u8], u32)> {
+        let (id, job) = self.digest_jobs.next()?;
+        let (tag, range, seed) = (job.tag, job.range.clone(), job.seed);
+        let data = self
+            .slots
+            .get(tag as usize)
+            .and_then(Option::as_ref)
+            .and_then(|s| s.buf.as_ref())
+            .and_then(|b| b.as_slice().get(range))
+            .unwrap_or_default();
+        Some((id, data, seed))
+    }
+
+    /// Digest `id` handed out by [`next_digest`](Self::next_digest) is
+    /// `crc`, or (`None`: the engine failed it) is computed here: a
+    /// received PDU's is checked, a read's data goes out with it.
+    pub fn digest_done(&mut self, id: u32, crc: Option<u32>) {
+        let Some(job) = self.digest_jobs.take(id) else {
+            return;
+        };
+        let tag = job.tag;
+        let data = self
+            .slots
+            .get(tag as usize)
+            .and_then(Option::as_ref)
+            .and_then(|s| s.buf.as_ref())
+            .and_then(|b| b.as_slice().get(job.range.clone()));
+        let crc = match (crc, data) {
+            (Some(c), _) => Some(c),
+            (None, Some(d)) => Some(pdu::crc32c(job.seed, d)),
+            (None, None) => None,
+        };
+        let Some(slot) = self.slot_mut(tag) else {
+            return;
+        };
+        slot.digesting = slot.digesting.saturating_sub(1);
+        match job.purpose {
+            Purpose::Check { want, flags } => {
+                if crc != Some(want) {
+                    slot.status = Status::TRANSIENT_TRANSPORT_ERROR;
+                }
+                self.data_checked(tag, flags);
+            }
+            Purpose::Send { len } => {
+                let (cid, buf) = (slot.cid, slot.buf.take());
+                match (buf, crc) {
+                    // Nothing more goes out after a C2HTermReq, or to a
+                    // host that has gone.
+                    _ if self.eof || self.terminated => self.release(tag),
+                    (Some(buf), Some(crc)) => self.put_read(tag, cid, buf, len, Some(crc)),
+                    _ => self.finish(tag, Status::INTERNAL_ERROR),
+                }
+            }
+        }
+    }
+
+    /// Digests handed out (or to hand out) and not done.
+    #[inline]
+    pub fn digests_out(&self) -> u32 {
+        self.digest_jobs.out()
+    }
+
+    /// Hands out the digests of data PDUs of `min` to `max` bytes (the
+    /// transport computes them on an offload engine); others are computed
+    /// inline.
+    pub fn offload_digests(&mut self, min: usize, max: usize) {
+        self.digest_jobs.min = min;
+        self.digest_jobs.max = max;
     }
 
     /// The host's data of a Write or Compare in slot `tag` is all in its
@@ -526,10 +639,7 @@ impl QueuePair {
         // Nothing more goes out after a C2HTermReq, or to a host that has
         // gone.
         if self.eof || self.terminated {
-            if let Some(s) = self.slots.get_mut(tag as usize) {
-                *s = None;
-            }
-            self.free.push(tag);
+            self.release(tag);
             return;
         }
         match (op, status.is_success(), done.buf) {
@@ -543,6 +653,8 @@ impl QueuePair {
     /// A successful read's data, to the host as its IO buffer after a
     /// C2HData header, with a response capsule unless the host disabled
     /// SQ flow control (the C2HData then says SUCCESS and is the answer).
+    /// With data digests on, a large read's digest is computed off the
+    /// core first (the buffer waits in its slot meanwhile).
     fn send_read(&mut self, tag: u16, cid: u16, mut buf: IoBuf, len: usize, zeroes: bool) {
         let Some(data) = buf.as_mut_slice().get_mut(..len) else {
             return self.finish(tag, Status::INTERNAL_ERROR);
@@ -550,7 +662,26 @@ impl QueuePair {
         if zeroes {
             data.fill(0);
         }
+        if self.digests.data && self.digest_jobs.takes(len) {
+            if let Some(slot) = self.slot_mut(tag) {
+                slot.buf = Some(buf);
+                slot.digesting += 1;
+                self.digest_jobs.push(DigestJob {
+                    tag,
+                    range: 0..len,
+                    seed: 0,
+                    purpose: Purpose::Send { len },
+                });
+            }
+            return;
+        }
         let crc = self.digests.data.then(|| pdu::crc32c(0, data));
+        self.put_read(tag, cid, buf, len, crc);
+    }
+
+    /// Sends a read's data (`len` bytes of `buf`, with its digest `crc`
+    /// when data digests are on) and answers the command.
+    fn put_read(&mut self, tag: u16, cid: u16, buf: IoBuf, len: usize, crc: Option<u32>) {
         self.target.counters.bytes(len as u64, 0);
         let end = if self.sqhd_off {
             flags::LAST_PDU | flags::SUCCESS
@@ -564,12 +695,17 @@ impl QueuePair {
             self.output.bytes().extend_from_slice(&crc.to_le_bytes());
         }
         if self.sqhd_off {
-            if let Some(s) = self.slots.get_mut(tag as usize) {
-                *s = None;
-            }
-            self.free.push(tag);
+            self.release(tag);
         } else {
             self.finish(tag, Status::SUCCESS);
         }
+    }
+
+    /// Frees slot `tag` without an answer.
+    fn release(&mut self, tag: u16) {
+        if let Some(s) = self.slots.get_mut(tag as usize) {
+            *s = None;
+        }
+        self.free.push(tag);
     }
 }

@@ -36,6 +36,10 @@ pub(crate) struct Slot {
     pub offset: u64,
     /// Device IOs in flight for it (DSM, Copy: one per range).
     pub pending: u32,
+    /// Digests of its data being computed off the core
+    /// ([`DigestJobs`](super::digest_jobs::DigestJobs)): its data is not
+    /// all checked (or its read data not sent) until they are done.
+    pub digesting: u32,
     /// A Write with Force Unit Access (CDW12 bit 30): durable when it
     /// completes.
     pub fua: bool,
@@ -55,6 +59,7 @@ impl Slot {
             got: 0,
             offset,
             pending: 0,
+            digesting: 0,
             fua: false,
             status: Status::SUCCESS,
         }

@@ -1112,3 +1112,166 @@ fn commands_beyond_the_queue_or_its_buffers() {
     io.run_ios();
     assert_eq!(io.pdus().len(), 64);
 }
+
+/// Data digests of large PDUs are handed out to compute off the core
+/// (the transport's offload engine), small ones computed inline; either
+/// way the data moves and the digests sent are right.
+#[test]
+fn large_pdus_digests_are_computed_off_the_core_and_small_ones_inline() {
+    let f = Fixture::new();
+    let (_a, mut io, _) = pair(&f, "disk0", BOTH);
+    io.qp.offload_digests(16 << 10, 1 << 20);
+    let small = pattern(1, 4096);
+    assert_eq!(io.write(0, 512, &small, true).status(), 0);
+    assert_eq!(io.read_blocks(0, 512, 4096).data(), &small[..]);
+    let inline_also = pattern(6, 8 << 10);
+    assert_eq!(io.write(64, 512, &inline_also, false).status(), 0);
+    assert_eq!(io.digests_offloaded, 0, "PDUs under 16 KiB: inline");
+    let big = pattern(2, 64 << 10);
+    assert_eq!(io.write(16, 512, &big, false).status(), 0, "by R2T");
+    assert_eq!(io.digests_offloaded, 1, "the H2CData's digest");
+    assert_eq!(f.disk("disk0", 16 * 512, 64 << 10), big);
+    // The C2HData's digest (checked by the harness) came off the core.
+    assert_eq!(io.read_blocks(16, 512, 64 << 10).data(), &big[..]);
+    assert_eq!(io.digests_offloaded, 2);
+    // Data digests off: nothing handed out.
+    let (_b, mut plain, _) = pair(&f, "disk0", HEADER);
+    plain.qp.offload_digests(16 << 10, 1 << 20);
+    assert_eq!(plain.write(16, 512, &big, false).status(), 0);
+    assert_eq!(plain.read_blocks(16, 512, 64 << 10).data(), &big[..]);
+    assert_eq!(plain.digests_offloaded, 0);
+}
+
+/// A large PDU whose digest does not match fails its command (Transient
+/// Transport Error) once the digest computed off the core says so; the
+/// queue goes on.
+#[test]
+fn a_bad_digest_checked_off_the_core_fails_its_command() {
+    let f = Fixture::new();
+    let (_a, mut io, _) = pair(&f, "disk0", BOTH);
+    io.qp.offload_digests(16 << 10, 1 << 20);
+    let data = pattern(4, 32 << 10);
+    let mut sqe = Command::rw(0x01, 1, 0, 64);
+    let cid = io.cid();
+    sqe.set_cid(cid);
+    sqe.set_sgl(32 << 10, sgl::TRANSPORT);
+    let capsule = io.capsule(&sqe, &[], false);
+    io.send(&capsule);
+    let r2t = io.pdus();
+    assert_eq!(r2t[0].header.kind, kind::R2T);
+    let mut h2c = io.h2c_data(cid, r2t[0].u16_at(10), 0, &data, true);
+    let n = h2c.len();
+    h2c[n - 1] ^= 0x80;
+    io.send(&h2c);
+    assert!(
+        io.ios.is_empty(),
+        "nothing goes to the device before the check"
+    );
+    assert_eq!(io.digest_jobs.len(), 1);
+    assert_eq!(io.finish(cid, &[]).status(), 0x022);
+    assert_eq!(
+        f.disk("disk0", 0, 32 << 10),
+        vec![0; 32 << 10],
+        "nothing written"
+    );
+    assert_eq!(
+        io.write(0, 512, &data, false).status(),
+        0,
+        "the queue goes on"
+    );
+    assert_eq!(f.disk("disk0", 0, 32 << 10), data);
+}
+
+/// A command whose data comes in several large H2CData PDUs goes to the
+/// device only once every one is in and checked, whatever order the
+/// checks end in; the next PDU is taken while earlier ones are checked.
+#[test]
+fn a_command_waits_for_all_its_digests() {
+    let f = Fixture::new();
+    let (_a, mut io, _) = pair(&f, "disk0", BOTH);
+    io.qp.offload_digests(16 << 10, 1 << 20);
+    let data = pattern(7, 64 << 10);
+    let mut sqe = Command::rw(0x01, 1, 32, 128);
+    let cid = io.cid();
+    sqe.set_cid(cid);
+    sqe.set_sgl(64 << 10, sgl::TRANSPORT);
+    let capsule = io.capsule(&sqe, &[], false);
+    io.send(&capsule);
+    let ttag = io.pdus()[0].u16_at(10);
+    for (i, part) in data.chunks(16 << 10).enumerate() {
+        let last = i == 3;
+        let h2c = io.h2c_data(cid, ttag, (i * (16 << 10)) as u32, part, last);
+        assert_eq!(io.send(&h2c), h2c.len());
+    }
+    assert_eq!(io.digest_jobs.len(), 4, "every PDU taken, each to check");
+    assert!(io.ios.is_empty());
+    assert!(io.run_digest(3) && io.run_digest(0) && io.run_digest(1));
+    assert!(io.ios.is_empty(), "one check still out");
+    assert!(io.run_digest(0));
+    assert_eq!(io.ios.len(), 1, "the Write goes to the device");
+    assert_eq!(io.finish(cid, &[]).status(), 0);
+    assert_eq!(f.disk("disk0", 32 * 512, 64 << 10), data);
+}
+
+/// A digest the engine fails is computed by the queue pair itself: the
+/// data still moves, checked and with the right digests.
+#[test]
+fn a_digest_the_engine_fails_is_computed_inline() {
+    let f = Fixture::new();
+    let (_a, mut io, _) = pair(&f, "disk0", BOTH);
+    io.qp.offload_digests(16 << 10, 1 << 20);
+    io.digest_engine = DigestEngine::Fails;
+    let data = pattern(9, 128 << 10);
+    assert_eq!(io.write(0, 512, &data, false).status(), 0);
+    assert_eq!(io.read_blocks(0, 512, 128 << 10).data(), &data[..]);
+    assert_eq!(io.digests_offloaded, 2);
+    let mut sqe = Command::rw(0x01, 1, 0, 64);
+    let cid = io.cid();
+    sqe.set_cid(cid);
+    sqe.set_sgl(32 << 10, sgl::TRANSPORT);
+    let capsule = io.capsule(&sqe, &[], false);
+    io.send(&capsule);
+    let ttag = io.pdus()[0].u16_at(10);
+    let mut h2c = io.h2c_data(cid, ttag, 0, &data[..32 << 10], true);
+    let n = h2c.len();
+    h2c[n - 2] ^= 1;
+    io.send(&h2c);
+    assert_eq!(io.finish(cid, &[]).status(), 0x022, "checked inline");
+}
+
+/// A host that goes while digests are out: the queue does not close (and
+/// let their buffers go) until they are done, then leaks nothing.
+#[test]
+fn a_host_gone_with_digests_out_closes_after_them() {
+    let f = Fixture::new();
+    let base = f.held();
+    let (admin, mut io, _) = pair(&f, "disk0", BOTH);
+    io.qp.offload_digests(16 << 10, 1 << 20);
+    // A Write's data in, its check out; a Read's data read, its digest
+    // out.
+    let data = pattern(5, 32 << 10);
+    let mut sqe = Command::rw(0x01, 1, 0, 64);
+    let cid = io.cid();
+    sqe.set_cid(cid);
+    sqe.set_sgl(32 << 10, sgl::TRANSPORT);
+    let capsule = io.capsule(&sqe, &[], false);
+    io.send(&capsule);
+    let ttag = io.pdus()[0].u16_at(10);
+    let h2c = io.h2c_data(cid, ttag, 0, &data, true);
+    io.send(&h2c);
+    let mut sqe = Command::rw(0x02, 1, 64, 64);
+    sqe.set_cid(io.cid());
+    sqe.set_sgl(32 << 10, sgl::TRANSPORT);
+    let capsule = io.capsule(&sqe, &[], false);
+    io.send(&capsule);
+    while io.run_io(0) {}
+    assert_eq!(io.digest_jobs.len(), 2);
+    assert_eq!(io.qp.in_flight(), 0);
+    io.qp.host_gone();
+    assert!(!io.qp.should_close(), "not with digests out");
+    assert!(io.run_digest(1));
+    assert!(!io.qp.should_close(), "not with a digest out");
+    io.close();
+    admin.close();
+    assert_eq!(f.held(), base);
+}
