@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum, ValueHint};
 use clap_complete::Shell;
 use io_engine::env::cores::CoreSet;
 use tonic::transport::Endpoint;
@@ -40,7 +40,7 @@ pub(crate) struct Cli {
         global = true,
         env = "IO_ENGINE_ENDPOINT",
         default_value = DEFAULT_ENDPOINT,
-        value_name = "URL",
+        value_name = "URL", value_hint = ValueHint::Other,
         value_parser = parse_endpoint,
     )]
     pub(crate) endpoint: EngineAddress,
@@ -68,7 +68,7 @@ pub(crate) struct Cli {
         global = true,
         env = "IO_ENGINE_TIMEOUT",
         default_value = "10",
-        value_name = "SECONDS",
+        value_name = "SECONDS", value_hint = ValueHint::Other,
         value_parser = parse_seconds,
     )]
     pub(crate) timeout: Duration,
@@ -151,14 +151,14 @@ pub(crate) struct PerfArgs {
     /// IO size in bytes, suffixes k and m accepted: 4k (default 4k).
     // `-s` was this option's short name before `-o` stopped meaning
     // `--output`; scripts that use it keep working.
-    #[arg(short = 'o', long, short_alias = 's', value_name = "BYTES", value_parser = parse_size)]
+    #[arg(short = 'o', long, short_alias = 's', value_name = "BYTES", value_hint = ValueHint::Other, value_parser = parse_size)]
     pub(crate) io_size: Option<u64>,
     /// Percentage of reads for randrw (default 50).
-    #[arg(short = 'M', long = "rw-mix-read", value_name = "PERCENT",
+    #[arg(short = 'M', long = "rw-mix-read", value_name = "PERCENT", value_hint = ValueHint::Other,
           value_parser = clap::value_parser!(u32).range(0..=100))]
     pub(crate) read_percent: Option<u32>,
     /// Run time in seconds (fractions accepted).
-    #[arg(short = 't', long = "time", value_name = "SECONDS", default_value = "5",
+    #[arg(short = 't', long = "time", value_name = "SECONDS", value_hint = ValueHint::Other, default_value = "5",
           value_parser = parse_seconds)]
     pub(crate) time: Duration,
     /// Write a pattern, read it back and compare (devices that store data).
@@ -166,12 +166,12 @@ pub(crate) struct PerfArgs {
     pub(crate) verify: bool,
     /// Reactors to run on, by index as `engine info` counts them, as a list:
     /// 0,2-3 (default: every reactor).
-    #[arg(short = 'l', long = "core-list", visible_alias = "cores", value_name = "LIST",
+    #[arg(short = 'l', long = "core-list", visible_alias = "cores", value_name = "LIST", value_hint = ValueHint::Other,
           value_parser = parse_core_list, conflicts_with = "reactor_mask")]
     pub(crate) core_list: Option<CoreSet>,
     /// Reactors to run on as a hex mask of their indices: 0x3 is reactors 0
     /// and 1.
-    #[arg(short = 'm', long = "reactor-mask", value_name = "MASK", value_parser = parse_core_mask)]
+    #[arg(short = 'm', long = "reactor-mask", value_name = "MASK", value_hint = ValueHint::Other, value_parser = parse_core_mask)]
     pub(crate) reactor_mask: Option<CoreSet>,
 }
 
@@ -248,7 +248,7 @@ pub(crate) enum BdevCommand {
         protocol: String,
         /// NVMe-oF: a host NQN allowed to connect; repeat for more (none:
         /// any host).
-        #[arg(long = "allowed-host", value_name = "NQN")]
+        #[arg(long = "allowed-host", value_name = "NQN", value_hint = ValueHint::Other)]
         allowed_hosts: Vec<String>,
         /// NVMe-oF: an allowed host that must authenticate (DH-HMAC-CHAP),
         /// and the file holding its secret (`nvme gen-dhchap-key` output);
@@ -262,7 +262,7 @@ pub(crate) enum BdevCommand {
         dhchap_ctrl_secrets: Vec<String>,
         /// NVMe-oF: the subsystem's NQN (default
         /// nqn.2024-12.io.io-engine:NAME).
-        #[arg(long, value_name = "NQN")]
+        #[arg(long, value_name = "NQN", value_hint = ValueHint::Other)]
         nqn: Option<String>,
         /// Refuse writes, trims and write-zeroes.
         #[arg(long)]
@@ -303,12 +303,12 @@ pub(crate) struct IoArgs {
     /// Device name; every device when omitted.
     pub(crate) name: Option<String>,
     /// Print per-interval rates every SECONDS (fractions accepted, e.g. 0.5).
-    #[arg(short, long, value_name = "SECONDS", value_parser = parse_seconds)]
+    #[arg(short, long, value_name = "SECONDS", value_hint = ValueHint::Other, value_parser = parse_seconds)]
     pub(crate) watch: Option<Duration>,
     /// With --watch: stop after K intervals instead of at Ctrl-C.
     #[arg(
         long,
-        value_name = "K",
+        value_name = "K", value_hint = ValueHint::Other,
         requires = "watch",
         value_parser = clap::value_parser!(u64).range(1..),
     )]

@@ -10,6 +10,8 @@
 
 use std::path::PathBuf;
 
+use clap::ValueHint;
+
 use io_engine::env::tls_ca::TlsCa;
 use io_engine::env::tls_file::TlsFile;
 use io_engine::env::tls_file_error::TlsFileError;
@@ -56,7 +58,7 @@ pub(crate) struct ClientTls {
         long = "tls-server-name",
         global = true,
         env = "IO_ENGINE_TLS_SERVER_NAME",
-        value_name = "NAME"
+        value_name = "NAME", value_hint = ValueHint::Other
     )]
     pub(crate) server_name: Option<String>,
 }

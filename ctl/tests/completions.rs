@@ -165,6 +165,24 @@ fn bash_completes_a_subcommands_options_and_values() {
         ["table", "json"]
     );
     offers("io-engine-ctl stats io --", &["--watch", "--count"]);
+    // Values that are not files complete as nothing, not as the file
+    // names of the current directory (a crate here: Cargo.toml, src).
+    for line in [
+        "io-engine-ctl --endpoint ",
+        "io-engine-ctl --timeout ",
+        "io-engine-ctl --tls-server-name ",
+        "io-engine-ctl perf run m0 -o ",
+        "io-engine-ctl stats io --watch ",
+    ] {
+        let words = complete(line);
+        assert!(
+            words.iter().all(|w| w != "Cargo.toml" && w != "src"),
+            "{line:?} offers files: {words:?}"
+        );
+    }
+    // Files where a file is meant.
+    let ca = complete("io-engine-ctl --tls-ca ");
+    assert!(ca.iter().any(|w| w == "Cargo.toml"), "{ca:?}");
 }
 
 #[test]
