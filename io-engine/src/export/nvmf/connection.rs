@@ -38,14 +38,15 @@ const EIO: i32 = 5;
 
 /// A connection.
 pub struct Connection {
+    /// Data digests computed off the core (`None`: all inline). Declared
+    /// first: dropped (its queue drained) before the core lets their
+    /// buffers go, however the connection ends.
+    digests: RefCell<Option<DigestQueue>>,
     sock: Rc<Stream>,
     core: RefCell<QueuePair>,
     /// The device channel of an established I/O queue, opened when its
     /// first IO is submitted. Dropped before the core lets the device go.
     channel: RefCell<Option<IoChannel>>,
-    /// Data digests computed off the core (`None`: all inline). Dropped
-    /// before the core lets their buffers go.
-    digests: RefCell<Option<DigestQueue>>,
     reg: RefCell<Option<FdRegistration>>,
     poller: RefCell<Option<PollerHandle>>,
     listener: Arc<Listener>,
@@ -245,6 +246,19 @@ impl Connection {
         self.listener.closed();
         drop(self.reg.borrow_mut().take());
         drop(poller);
+    }
+}
+
+impl Drop for Connection {
+    /// A connection dropped with digests out (its reactor stopping): their
+    /// tasks are drained first; the buffers of any the engine still holds
+    /// past the deadline are leaked, not given back to be reused under it.
+    fn drop(&mut self) {
+        if let Some(d) = self.digests.get_mut().take()
+            && d.drain() > 0
+        {
+            self.core.get_mut().leak_digest_buffers();
+        }
     }
 }
 

@@ -7,9 +7,10 @@
 //! Thread: the connection's reactor.
 
 use std::rc::Rc;
+use std::time::Instant;
 
 use super::queue_pair::QueuePair;
-use crate::accel::{AccelChannel, Batch, IoVec, Queue, Reaped, Status};
+use crate::accel::{AccelChannel, Batch, IoVec, OFFLOAD_DRAIN_TIMEOUT, Queue, Reaped, Status};
 
 /// The accel queue of a connection's digests, opened on its first.
 pub struct DigestQueue {
@@ -51,6 +52,14 @@ impl DigestQueue {
                 .map(|(id, d, seed)| (id, IoVec::new(d.as_ptr(), d.len()), seed));
         }
         batch.submit();
+    }
+
+    /// Waits (up to [`OFFLOAD_DRAIN_TIMEOUT`]) until the engine holds none
+    /// of this queue's tasks; returns how many it still holds then.
+    pub fn drain(&self) -> usize {
+        self.q
+            .as_ref()
+            .map_or(0, |q| q.drain(Instant::now() + OFFLOAD_DRAIN_TIMEOUT))
     }
 
     /// Hands the core the digests the engine computed (a failed one as

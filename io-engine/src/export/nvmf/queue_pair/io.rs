@@ -540,6 +540,19 @@ impl QueuePair {
         }
     }
 
+    /// Leaks the IO buffers of the commands with digests out (their
+    /// engine did not finish them, and may still read them): never given
+    /// back to the pool to be reused under it.
+    pub fn leak_digest_buffers(&mut self) {
+        for slot in self.slots.iter_mut().flatten() {
+            if slot.digesting > 0
+                && let Some(buf) = slot.buf.take()
+            {
+                std::mem::forget(buf);
+            }
+        }
+    }
+
     /// Digests handed out (or to hand out) and not done.
     #[inline]
     pub fn digests_out(&self) -> u32 {

@@ -1275,3 +1275,37 @@ fn a_host_gone_with_digests_out_closes_after_them() {
     admin.close();
     assert_eq!(f.held(), base);
 }
+
+/// A queue pair whose transport stops while an engine still holds a
+/// digest's task leaks that command's buffer (the engine may still read
+/// it): the connection's buffer pool is then kept alive, never freed or
+/// reused under the engine (debug builds assert that).
+#[test]
+#[cfg_attr(miri, ignore = "leaks a pool on purpose")]
+fn buffers_under_digests_the_engine_still_holds_are_leaked() {
+    let f = Fixture::new();
+    let (admin, mut io, _) = pair(&f, "disk0", BOTH);
+    io.qp.offload_digests(16 << 10, 1 << 20);
+    let mut sqe = Command::rw(0x02, 1, 0, 64);
+    sqe.set_cid(io.cid());
+    sqe.set_sgl(32 << 10, sgl::TRANSPORT);
+    let capsule = io.capsule(&sqe, &[], false);
+    io.send(&capsule);
+    while io.run_io(0) {}
+    assert_eq!(io.digest_jobs.len(), 1, "the read's digest out");
+    io.qp.host_gone();
+    io.qp.leak_digest_buffers();
+    io.digest_jobs.clear();
+    let leaked = crate::pool::leaked_pools();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        io.qp.close();
+        drop(io);
+    }));
+    assert_eq!(r.is_err(), cfg!(debug_assertions));
+    assert_eq!(
+        crate::pool::leaked_pools(),
+        leaked + 1,
+        "the buffer's pool kept"
+    );
+    admin.close();
+}
