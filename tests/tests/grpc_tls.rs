@@ -4,7 +4,8 @@
 //! certificate, another CA's, the server checked against the wrong CA, a
 //! plaintext client); and the start-up rules: plaintext gRPC only on
 //! loopback, TLS files checked with errors naming the file, by the daemon
-//! and by `io-engine-ctl` (with the option that named it).
+//! and by `io-engine-ctl` (with the option that named it); a renewed
+//! certificate served without a restart.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -501,4 +502,57 @@ fn ctl_names_a_bad_tls_file_before_connecting() {
             "{expected}: {stderr}"
         );
     }
+}
+
+/// A renewed certificate and key (rewritten in place, as cert-manager
+/// renews a mounted Secret) are served to new connections without a
+/// restart; a half-written pair is not: the last good one stays.
+#[test]
+fn a_renewed_certificate_is_served_without_a_restart() {
+    let dir = TempDir::new("grpc-tls-renew");
+    let old = TestPki::create(&dir.path().join("old")).expect("the first PKI");
+    let new = TestPki::create(&dir.path().join("new")).expect("the renewed PKI");
+    let live = dir.path().join("live");
+    std::fs::create_dir_all(&live).unwrap();
+    let (cert, key) = (live.join("tls.crt"), live.join("tls.key"));
+    // A new file renamed over the old, as a Secret volume's update is.
+    let put = |from: &Path, to: &Path| {
+        let tmp = to.with_extension("tmp");
+        std::fs::copy(from, &tmp).unwrap();
+        std::fs::rename(&tmp, to).unwrap();
+    };
+    put(&old.server_cert, &cert);
+    put(&old.server_key, &key);
+    let mut args = quiet_args();
+    for (flag, p) in [("--grpc-tls-cert", &cert), ("--grpc-tls-key", &key)] {
+        args.push(flag.into());
+        args.push(p.display().to_string());
+    }
+    let daemon = Daemon::start(args);
+    let url = format!("https://{}", daemon.grpc_addr());
+    let served_for = |ca: &Path| ctl(&url, &["--tls-ca", path(ca), "engine", "info"]);
+    assert!(
+        served_for(&old.ca).status.success(),
+        "the first certificate"
+    );
+    assert!(!served_for(&new.ca).status.success());
+
+    put(&new.server_cert, &cert);
+    put(&new.server_key, &key);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !served_for(&new.ca).status.success() {
+        assert!(
+            Instant::now() < deadline,
+            "the renewed certificate is not served"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = served_for(&old.ca);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not signed by --tls-ca"), "{stderr}");
+
+    // A key that is not the certificate's: still the renewed pair.
+    put(&old.server_key, &key);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(served_for(&new.ca).status.success(), "the last good pair");
 }

@@ -6,8 +6,10 @@
 //! Every problem names the file and what is wrong with it (cannot be read,
 //! holds no PEM certificate or key, the key does not match the certificate,
 //! the CA is unusable), so the daemon exits with one line instead of
-//! failing at the first connection. The files are read once: a renewed
-//! certificate is served after a restart. The key goes from the loader's
+//! failing at the first connection. A renewed certificate and key are
+//! served to new handshakes without a restart ([`ReloadingCert`]: the
+//! files are looked at once a second at most); the client CA is read once.
+//! The key goes from the loader's
 //! wiped buffers into rustls's signing key, and `Debug` shows the files,
 //! not the key.
 //!
@@ -21,8 +23,8 @@ use std::time::Duration;
 use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
-use rustls::sign::SingleCertAndKey;
 
+use crate::env::reloading_cert::ReloadingCert;
 use crate::env::tls_ca::TlsCa;
 use crate::env::tls_file_error::TlsFileError;
 use crate::env::tls_identity::TlsIdentity;
@@ -97,8 +99,7 @@ fn server_config(
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let mut server =
-        builder.with_cert_resolver(Arc::new(SingleCertAndKey::from(identity.certified_key())));
+    let mut server = builder.with_cert_resolver(Arc::new(ReloadingCert::new(identity)));
     server.alpn_protocols = vec![ALPN_H2.to_vec()];
     Ok(Arc::new(server))
 }

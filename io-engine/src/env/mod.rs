@@ -4,7 +4,9 @@
 //! memory, its IOVA and the memory check before mapping it, the cycle
 //! clock, the size of the last-level cache, Unix socket paths owned like
 //! ports, and the TLS files (certificate chain, private key, CA bundle)
-//! every TLS user reads through one loader (`tls_identity`, `tls_ca`).
+//! every TLS user reads through one loader (`tls_identity`, `tls_ca`), and
+//! the server certificate resolver that picks up their renewal
+//! (`reloading_cert`).
 //!
 //! Thread: any. Nothing here keeps per-core state.
 
@@ -21,6 +23,7 @@ pub mod dma;
 pub mod logging;
 pub mod memory_limit;
 mod pem_file;
+pub mod reloading_cert;
 pub mod socket_path;
 pub mod tls_ca;
 pub mod tls_file;

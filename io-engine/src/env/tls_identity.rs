@@ -80,6 +80,11 @@ impl TlsIdentity {
         })
     }
 
+    /// The certificate chain's and the key's files.
+    pub fn paths(&self) -> (&Path, &Path) {
+        (&self.cert_path, &self.key_path)
+    }
+
     /// The certificates, DER, this end's first.
     pub fn chain(&self) -> &[CertificateDer<'static>] {
         &self.certified.cert

@@ -2,7 +2,9 @@
 //! rustls server configuration every `STARTTLS` starts a session with
 //! (certificate, key, and the CA client certificates must chain to when
 //! one is given), the files read and checked by `env`'s TLS file loader
-//! and its errors prefixed with the flag that named the file.
+//! and its errors prefixed with the flag that named the file. A renewed
+//! certificate and key are served to new sessions without a restart
+//! (`env::reloading_cert`); the client CA is read once.
 //!
 //! Crypto: rustls with the *ring* provider, which uses the CPU's AES and
 //! carry-less multiply instructions (AES-NI/VAES, PCLMULQDQ) for AES-GCM
@@ -22,9 +24,9 @@ use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::crypto::ring::{cipher_suite, default_provider};
 use rustls::server::WebPkiClientVerifier;
-use rustls::sign::SingleCertAndKey;
 
 use super::TlsMode;
+use crate::env::reloading_cert::ReloadingCert;
 use crate::env::tls_ca::TlsCa;
 use crate::env::tls_file::TlsFile;
 use crate::env::tls_file_error::TlsFileError;
@@ -82,8 +84,7 @@ impl TlsConfig {
                 builder.with_client_cert_verifier(verifier)
             }
         };
-        let mut server =
-            builder.with_cert_resolver(Arc::new(SingleCertAndKey::from(identity.certified_key())));
+        let mut server = builder.with_cert_resolver(Arc::new(ReloadingCert::new(&identity)));
         server.ignore_client_order = true;
         Ok(TlsConfig {
             mode,
