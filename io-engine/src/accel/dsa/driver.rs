@@ -66,8 +66,8 @@ use std::time::Duration;
 
 use super::portal::{WorkQueue, WqMode};
 use super::spec::{self, COMPLETION_SIZE, DESC_SIZE, Descriptor, comp, flags, opcode, status};
-use crate::accel::ioat::{DmaBuffer, Window};
 use crate::accel::{Completion, IoVec, Opcode, Placement, Sources, Status, Task, TaskId};
+use crate::env::dma::{DmaBuffer, Window};
 use crate::env::tsc;
 
 /// Whether a failed status means the descriptor itself was malformed

@@ -20,9 +20,8 @@ use std::sync::Arc;
 use super::driver::Hardware;
 use super::portal::{Portal, Retry, WorkQueue, WqInfo, WqMode};
 use super::spec::{self, Descriptor, opcode};
-use crate::accel::ioat::vfio::SysfsRoot;
-use crate::accel::ioat::{DmaBuffer, DmaMemory, Window};
-use crate::env::dma::DmaRegion;
+use crate::env::dma::{DmaBuffer, DmaMemory, DmaRegion, Window};
+use crate::env::vfio::SysfsRoot;
 
 /// A user work queue found in sysfs, usable as far as sysfs can tell.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,18 +4,18 @@
 //! [`open_all`] finds the DSA functions in sysfs (the PCI ids of
 //! [`spec::DEVICE_IDS`]) and opens those bound to vfio-pci with the VFIO
 //! plumbing I/OAT's backend shares
-//! ([`open_functions`](ioat_vfio::open_functions): notes with the bind
+//! ([`open_functions`](open_functions): notes with the bind
 //! commands for a function on another driver, the IOMMU, hugepage and
 //! container checks, one container and its IOMMU mapper).
 //! For each function it turns bus mastering on, maps BAR0 and runs
 //! [`configure`], maps BAR2's page of WQ 0's portal
 //! ([`spec::portal_offset`]) and builds a [`Portal`] on it (dedicated WQ,
 //! MOVDIR64B); addresses in descriptors are the IOVAs of the container's
-//! mappings (I/OAT's [`MappedMemory`]).
+//! mappings ([`MappedMemory`]).
 //!
 //! [`configure`] is what a userspace driver does to the function before it
-//! can submit (Linux `idxd_device_config`), through BAR0 registers seen as
-//! I/OAT's [`Registers`] seam: read the capabilities (VERSION, GENCAP,
+//! can submit (Linux `idxd_device_config`), through BAR0 registers seen
+//! through the [`Registers`] seam: read the capabilities (VERSION, GENCAP,
 //! WQCAP, GRPCAP, ENGCAP, OPCAP, the table offsets), reset a device left
 //! enabled, put WQ 0 and every engine in group 0, configure WQ 0 as a
 //! dedicated WQ of every entry with the device's transfer and batch
@@ -39,14 +39,11 @@ use super::portal::{Portal, Retry, WorkQueue, WqInfo, WqMode};
 use super::spec::{
     self, Descriptor, PortalKind, cmd, cmdsts, gencap, gensts, grpcfg, offsets, swerr, wqcap, wqcfg,
 };
-use crate::accel::ioat::vfio::{self as ioat_vfio, Kind, PciFunction, SysfsRoot, VfioOps};
-use crate::accel::ioat::{
-    BarMemory, DmaMemory, IovaMap, MappedMemory, MsixTable, PciConfig, RegionInfo, Registers,
-    VfioConfig,
+use crate::env::dma::{DmaMapper, DmaMemory, IovaMap, MappedMemory};
+use crate::env::vfio::{
+    BarMemory, Kind, MsixTable, PciConfig, PciFunction, RegionInfo, Registers, SysfsRoot,
+    VfioConfig, VfioDeviceOps, VfioOps, open_functions, scan_ids,
 };
-use crate::env::dma::DmaMapper;
-
-pub use crate::accel::ioat::vfio::{SystemVfio, VfioDeviceOps};
 
 /// How the shared VFIO steps name this backend in their notes.
 pub const KIND: Kind = Kind {
@@ -79,7 +76,7 @@ pub struct Found {
 /// function, are not noted.
 pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, quiet: bool) -> Found {
     let mut notes = Vec::new();
-    let functions = match ioat_vfio::scan_ids(root, spec::is_dsa) {
+    let functions = match scan_ids(root, spec::is_dsa) {
         Ok(f) => f,
         Err(e) => {
             if !quiet {
@@ -118,7 +115,7 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, quiet: bool) -> Found {
             notes,
         };
     }
-    let (hardware, mapper) = ioat_vfio::open_functions(
+    let (hardware, mapper) = open_functions(
         root,
         ops,
         KIND,
@@ -481,8 +478,7 @@ mod tests {
 
     use super::*;
     use crate::accel::dsa::spec::opcode;
-    use crate::accel::ioat::IommuInfo;
-    use crate::accel::ioat::vfio::{VfioContainerOps, VfioFailure};
+    use crate::env::vfio::{IommuInfo, VfioContainerOps, VfioFailure};
 
     /// A DSA register file: 8 KiB of BAR0, with CMD acting on GENSTS and
     /// the WQ state, and a log of every write.
@@ -939,7 +935,7 @@ mod tests {
         t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), 3);
         t.function("0000:6a:01.0", 0x8086, 0x0b25, Some("idxd"), 10);
         t.function("0000:e7:01.0", 0x8086, 0x0b25, None, 11);
-        let fns = ioat_vfio::scan_ids(&t.sysfs(), spec::is_dsa).unwrap();
+        let fns = scan_ids(&t.sysfs(), spec::is_dsa).unwrap();
         let bdfs: Vec<&str> = fns.iter().map(|f| f.bdf.as_str()).collect();
         assert_eq!(bdfs, ["0000:6a:01.0", "0000:e7:01.0"]);
         let vfio = FakeVfio::new();

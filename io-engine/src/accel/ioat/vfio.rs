@@ -1,11 +1,13 @@
-//! The VFIO backend: finds I/OAT functions in sysfs, opens them through
-//! VFIO (container, group, device), maps the register page of BAR0 (never
-//! the MSI-X table: [`RegionInfo::register_window`]), enables bus
-//! mastering, and gives the [`DmaMapper`] ([`Found::mapper`]) that maps
-//! every DMA region of the process into the IOMMU, at IOVAs allocated from
-//! the ranges the IOMMU reports ([`IovaAllocator`], [`IommuInfo`]), once
-//! the module's creator registers it, so malloc devices and IO buffers are
-//! device-visible.
+//! The I/OAT VFIO backend: finds I/OAT functions in sysfs (their PCI ids,
+//! [`scan`]), opens them with the VFIO plumbing env provides
+//! ([`open_functions`]: the bind notes, the IOMMU, hugepage and container
+//! checks, one container and its IOMMU mapper), and makes each one an
+//! I/OAT channel's [`Hardware`]: bus mastering on, the register page of
+//! BAR0 mapped (never the MSI-X table: [`map_registers`],
+//! [`RegionInfo::register_window`](crate::env::vfio::RegionInfo::register_window)), its memory translated through the
+//! container's [`IovaMap`](crate::env::dma::IovaMap). The [`DmaMapper`] ([`Found::mapper`]) maps every
+//! DMA region of the process into the IOMMU once the module's creator
+//! registers it, so malloc devices and IO buffers are device-visible.
 //!
 //! Thread: the thread that builds the module (the daemon's, accel-perf's or
 //! bdev-perf's main thread) discovers and opens the devices; the IOMMU
@@ -13,183 +15,29 @@
 //! region (see [`DmaMapper`]); BAR0 accesses from the reactor holding the
 //! channel.
 //!
-//! Every ioctl sits behind [`VfioOps`] (the kernel through `vfio-ioctls`
-//! in [`SystemVfio`], a fake in the tests, as rust-vmm's
-//! `vfio_ioctls.rs` does), and sysfs is read under a root path
+//! Every ioctl sits behind [`VfioOps`] (the kernel in
+//! [`SystemVfio`](crate::env::vfio::SystemVfio), a
+//! fake in the tests), and sysfs is read under a root path
 //! ([`SysfsRoot`]), so all the logic here is tested without hardware.
 //! Every failure becomes a note that says what the operator should do; the
 //! module then runs without that device (and the engine on software when
-//! none is left).
-//!
-//! The generic part is shared with the DSA module's VFIO backend
-//! (`accel::dsa::vfio`): the sysfs scan by PCI ids ([`scan_ids`]), the
-//! bind note ([`bind_commands`]), the checks, container and IOMMU mapper
-//! of [`open_functions`] (its notes name the module through [`Kind`]),
-//! and any BAR's mapping (`VfioDeviceOps::map_bar`, `map_bar_memory`).
-//! It stays in this module for now (moving it to a layer of its own is
-//! the next step; see docs/dsa.md).
+//! none is left). The generic part (`env::vfio`) is shared with the DSA
+//! module's VFIO backend (`accel::dsa::vfio`).
 
-use std::ops::Range;
-use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
-use super::bar_memory::BarMemory;
 use super::driver::Hardware;
-use super::iommu_info::IommuInfo;
-use super::iova_allocator::IovaAllocator;
-use super::iova_map::IovaMap;
-use super::mapped_memory::MappedMemory;
-use super::msix_table::MsixTable;
-use super::pci_config::PciConfig;
-use super::region_info::{PAGE, RegionInfo};
-use super::registers::Registers;
 use super::spec;
-use super::vfio_config::VfioConfig;
-pub use super::vfio_device_ops::VfioDeviceOps;
-pub use super::vfio_failure::VfioFailure;
-use super::window::Window;
-use crate::env::dma::DmaMapper;
-
-/// Where sysfs and /dev are (`/sys`, `/dev` on a host; a temporary tree in
-/// tests).
-#[derive(Debug, Clone)]
-pub struct SysfsRoot {
-    /// The sysfs mount.
-    pub sys: PathBuf,
-    /// The devtmpfs mount.
-    pub dev: PathBuf,
-}
-
-impl SysfsRoot {
-    /// The host's.
-    pub fn system() -> SysfsRoot {
-        SysfsRoot {
-            sys: PathBuf::from("/sys"),
-            dev: PathBuf::from("/dev"),
-        }
-    }
-
-    /// `bus/pci/devices` under the sysfs mount.
-    pub fn pci_devices(&self) -> PathBuf {
-        self.sys.join("bus/pci/devices")
-    }
-}
-
-/// A PCI function as sysfs describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PciFunction {
-    /// Its address, e.g. `0000:00:04.0`.
-    pub bdf: String,
-    /// Vendor id.
-    pub vendor: u16,
-    /// Device id.
-    pub device: u16,
-    /// The bound driver's name, if any.
-    pub driver: Option<String>,
-    /// Its IOMMU group, if the IOMMU is on.
-    pub iommu_group: Option<u32>,
-    /// Its sysfs directory.
-    pub path: PathBuf,
-}
-
-fn read_hex(p: &Path) -> Option<u16> {
-    let s = std::fs::read_to_string(p).ok()?;
-    u16::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
-}
-
-fn link_name(p: &Path) -> Option<String> {
-    let target = std::fs::read_link(p).ok()?;
-    target.file_name()?.to_str().map(str::to_owned)
-}
+use crate::env::dma::{DmaMapper, MappedMemory};
+use crate::env::vfio::{
+    Kind, MsixTable, PciConfig, PciFunction, Registers, SysfsRoot, VfioConfig, VfioDeviceOps,
+    VfioFailure, VfioOps, open_functions, scan_ids,
+};
 
 /// The supported I/OAT functions under `root` (any driver), sorted by
 /// address.
 pub fn scan(root: &SysfsRoot) -> std::io::Result<Vec<PciFunction>> {
     scan_ids(root, spec::is_supported)
-}
-
-/// The PCI functions under `root` whose vendor and device ids `keep`
-/// accepts (any driver), sorted by address: the scan I/OAT and DSA share.
-pub fn scan_ids(
-    root: &SysfsRoot,
-    keep: impl Fn(u16, u16) -> bool,
-) -> std::io::Result<Vec<PciFunction>> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(root.pci_devices())? {
-        let path = entry?.path();
-        let (Some(vendor), Some(device)) = (
-            read_hex(&path.join("vendor")),
-            read_hex(&path.join("device")),
-        ) else {
-            continue;
-        };
-        if !keep(vendor, device) {
-            continue;
-        }
-        let Some(bdf) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
-            continue;
-        };
-        found.push(PciFunction {
-            bdf,
-            vendor,
-            device,
-            driver: link_name(&path.join("driver")),
-            iommu_group: link_name(&path.join("iommu_group")).and_then(|g| g.parse().ok()),
-            path,
-        });
-    }
-    found.sort_by(|a, b| a.bdf.cmp(&b.bdf));
-    Ok(found)
-}
-
-/// How to bind `f` to vfio-pci, as shell commands.
-pub fn bind_commands(f: &PciFunction) -> String {
-    let unbind = match &f.driver {
-        Some(_) => format!(
-            "echo {bdf} > /sys/bus/pci/devices/{bdf}/driver/unbind; ",
-            bdf = f.bdf
-        ),
-        None => String::new(),
-    };
-    format!(
-        "`modprobe vfio-pci; {unbind}echo vfio-pci > /sys/bus/pci/devices/{bdf}/driver_override; \
-         echo {bdf} > /sys/bus/pci/drivers_probe` (or `dpdk-devbind.py -b vfio-pci {bdf}`, \
-         SPDK's `scripts/setup.sh`)",
-        bdf = f.bdf
-    )
-}
-
-/// The kernel's VFIO interface, as the backend uses it.
-pub trait VfioOps: Send + Sync {
-    /// Opens a container (`/dev/vfio/vfio`) with the type-1 IOMMU.
-    fn open_container(&self) -> Result<Arc<dyn VfioContainerOps>, VfioFailure>;
-    /// 2 MiB hugepages reserved on the host.
-    fn hugepages(&self) -> u64;
-}
-
-/// A VFIO container: an IOMMU domain shared by its devices.
-pub trait VfioContainerOps: Send + Sync {
-    /// Opens the function at `sysfs` (its group joins the container).
-    fn open_device(&self, f: &PciFunction) -> Result<Box<dyn VfioDeviceOps>, VfioFailure>;
-
-    /// Maps `len` bytes at `va` at `iova` for every device of the
-    /// container.
-    ///
-    /// # Safety
-    ///
-    /// Until unmapped, the devices may read and write the memory at any
-    /// time: it must stay mapped in the process and only be reached
-    /// through raw pointers (volatile, atomic, or handed to a device), as
-    /// `vfio-ioctls`' `vfio_dma_map` says.
-    unsafe fn dma_map(&self, iova: u64, len: usize, va: *mut u8) -> Result<(), VfioFailure>;
-
-    /// Removes the mapping at `iova`.
-    fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), VfioFailure>;
-
-    /// The IOMMU's page sizes and IOVA ranges (`VFIO_IOMMU_GET_INFO`;
-    /// valid once a device is open).
-    fn iommu_info(&self) -> Result<IommuInfo, VfioFailure>;
 }
 
 /// What [`open_all`] found: the devices to run channels on, the mapper
@@ -206,7 +54,7 @@ pub struct Found {
 
 /// Maps `dev`'s registers: reads where its MSI-X table is (configuration
 /// space) and what VFIO says of BAR0, and maps only the register page
-/// ([`RegionInfo::register_window`]).
+/// ([`RegionInfo::register_window`](crate::env::vfio::RegionInfo::register_window)).
 pub fn map_registers(dev: &dyn VfioDeviceOps) -> Result<Box<dyn Registers>, VfioFailure> {
     let msix = MsixTable::find(|off| dev.config_read16(off)).filter(|t| t.bar == 0);
     let needed = (spec::channel_base(0) + spec::chan::SIZE) as u64;
@@ -215,138 +63,6 @@ pub fn map_registers(dev: &dyn VfioDeviceOps) -> Result<Box<dyn Registers>, Vfio
         .register_window(needed, msix.as_ref().map(|t| &t.table))
         .map_err(VfioFailure::Other)?;
     dev.map_bar(0, window)
-}
-
-/// Why an IOMMU mapping failed and what to do, from the kernel's error
-/// (vfio_iommu_type1's `vfio_dma_do_map` and `vfio_pin_pages_remote`).
-pub fn mapping_failure(e: &VfioFailure, iova: u64, len: usize) -> String {
-    let VfioFailure::Iommu(_, io) = e else {
-        return "check `dmesg` for VFIO errors".into();
-    };
-    match io.raw_os_error() {
-        Some(libc::ENOMEM) => "the locked-memory limit does not cover the DMA memory (VFIO \
-             pins it): raise it (`ulimit -l unlimited`, or LimitMEMLOCK=infinity for a service) \
-             or run as root"
-            .into(),
-        Some(libc::ENOSPC) => "the container has as many mappings as vfio_iommu_type1's \
-             dma_entry_limit allows (65535 by default): raise it (`modprobe vfio_iommu_type1 \
-             dma_entry_limit=N`)"
-            .into(),
-        Some(libc::EINVAL) => format!(
-            "the IOMMU refuses IOVA {iova:#x} + {len:#x}: outside the ranges it can address \
-             (its address width), in a reserved range, or not aligned to its page size"
-        ),
-        Some(libc::EEXIST) => {
-            format!("IOVA {iova:#x} + {len:#x} overlaps a mapping the container already has")
-        }
-        Some(libc::EFAULT) => "the memory is not mapped in the process, or cannot be pinned".into(),
-        Some(libc::EPERM | libc::EACCES) => {
-            "not permitted: run as root, or raise the locked-memory limit".into()
-        }
-        _ => "check `dmesg` for VFIO errors".into(),
-    }
-}
-
-/// Maps DMA regions into a container at IOVAs it allocates from the
-/// ranges the IOMMU can address, and records them in the map the driver
-/// translates through.
-struct ContainerMapper {
-    kind: Kind,
-    container: Arc<dyn VfioContainerOps>,
-    map: Arc<IovaMap>,
-    iovas: Mutex<IovaAllocator>,
-    /// The IOMMU's smallest page.
-    page: u64,
-}
-
-impl ContainerMapper {
-    fn new(
-        kind: Kind,
-        container: Arc<dyn VfioContainerOps>,
-        map: Arc<IovaMap>,
-        info: &IommuInfo,
-    ) -> Self {
-        let page = info.page().max(PAGE);
-        ContainerMapper {
-            kind,
-            iovas: Mutex::new(IovaAllocator::new(&info.usable(), page)),
-            container,
-            map,
-            page,
-        }
-    }
-
-    fn iovas(&self) -> std::sync::MutexGuard<'_, IovaAllocator> {
-        self.iovas.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl DmaMapper for ContainerMapper {
-    unsafe fn map(&self, addr: usize, len: usize) {
-        let size = (len as u64).next_multiple_of(self.page);
-        // The IOVA keeps the address's alignment up to 1 GiB, so that the
-        // IOMMU can map hugepage memory with large pages; any page will do
-        // when no such space is left.
-        let align = (1u64 << addr.trailing_zeros().min(30)).max(self.page);
-        let Some(iova) = ({
-            let mut iovas = self.iovas();
-            iovas
-                .alloc(size, align)
-                .or_else(|| iovas.alloc(size, self.page))
-        }) else {
-            tracing::error!(
-                "{}: cannot map {len} bytes at {addr:#x} into the IOMMU: no IOVA space of \
-                 that size is left in the ranges the IOMMU can address; {} tasks on that \
-                 memory fail with invalid_argument",
-                self.kind.tag,
-                self.kind.what
-            );
-            return;
-        };
-        // SAFETY: `addr..addr + len` is a live DmaRegion, reached only
-        // through raw pointers (DmaRegion's rule); it is unmapped from the
-        // IOMMU (`unmap`, called before the region's munmap) before it goes
-        // (`map`'s contract).
-        match unsafe { self.container.dma_map(iova, len, addr as *mut u8) } {
-            // SAFETY: the IOMMU now maps the region at `iova`, until
-            // `unmap`, which env calls before the region goes (as above).
-            Ok(()) => unsafe {
-                self.map.insert(Window {
-                    va: addr,
-                    len,
-                    iova,
-                })
-            },
-            Err(e) => {
-                self.iovas().free(iova, size);
-                tracing::error!(
-                    "{}: cannot map {len} bytes at {addr:#x} into the IOMMU at IOVA {iova:#x} \
-                     ({e}): {}; {} tasks on that memory fail with invalid_argument",
-                    self.kind.tag,
-                    mapping_failure(&e, iova, len),
-                    self.kind.what
-                );
-            }
-        }
-    }
-
-    fn unmap(&self, addr: usize, len: usize) {
-        let Some(w) = self.map.by_va(addr).filter(|w| w.va == addr) else {
-            return;
-        };
-        self.map.remove(addr, len);
-        match self.container.dma_unmap(w.iova, w.len) {
-            Ok(()) => self
-                .iovas()
-                .free(w.iova, (w.len as u64).next_multiple_of(self.page)),
-            // The IOVA stays taken: the IOMMU may still map it.
-            Err(e) => tracing::error!(
-                "{}: cannot unmap {len} bytes at {addr:#x} (IOVA {:#x}) from the IOMMU: {e}",
-                self.kind.tag,
-                w.iova
-            ),
-        }
-    }
 }
 
 /// What a channel on a VFIO device keeps alive: the device, reset when
@@ -455,19 +171,6 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
     }
 }
 
-/// Which module a generic VFIO step works for, as its messages name it.
-#[derive(Debug, Clone, Copy)]
-pub struct Kind {
-    /// The prefix of its notes (`ioat`, `dsa`).
-    pub tag: &'static str,
-    /// The engine by name (`I/OAT`, `DSA`).
-    pub what: &'static str,
-    /// The kernel driver that owns such functions (`ioatdma`, `idxd`).
-    pub kernel_driver: &'static str,
-    /// What to say after the kernel driver's bind note (may be empty).
-    pub kernel_hint: &'static str,
-}
-
 /// I/OAT's kind.
 const IOAT: Kind = Kind {
     tag: "ioat",
@@ -476,501 +179,24 @@ const IOAT: Kind = Kind {
     kernel_hint: "",
 };
 
-/// The generic part of opening VFIO functions, for I/OAT and DSA: notes
-/// for each of `functions` not bound to vfio-pci (with the bind commands),
-/// checks the IOMMU, the hugepages and the container (a note and nothing
-/// opened when one is missing), opens each function bound to vfio-pci in
-/// one container, and calls `each` with it and the [`IovaMap`] its memory
-/// must be translated through; `each` returns what the module makes of it
-/// (or `None`, having pushed a note). The container's [`DmaMapper`] is
-/// made once `each` has accepted a function (an IOMMU domain needs a
-/// device before it takes mappings and says what it can address); it is
-/// returned for the module's creator to register.
-///
-/// Its promise to `each`: the mapper is the only writer of the map; it
-/// puts every window into the container's IOMMU at the window's IOVA
-/// before inserting it, and removes it before unmapping.
-pub fn open_functions<T>(
-    root: &SysfsRoot,
-    ops: &dyn VfioOps,
-    kind: Kind,
-    functions: Vec<PciFunction>,
-    notes: &mut Vec<String>,
-    mut each: impl FnMut(
-        &PciFunction,
-        Arc<dyn VfioDeviceOps>,
-        &Arc<IovaMap>,
-        &mut Vec<String>,
-    ) -> Option<T>,
-) -> (Vec<T>, Option<Arc<dyn DmaMapper>>) {
-    let Kind {
-        tag,
-        what,
-        kernel_driver,
-        kernel_hint,
-    } = kind;
-    let mut hardware = Vec::new();
-    let mut usable = Vec::new();
-    for f in functions {
-        let id = format!("{:04x}:{:04x}", f.vendor, f.device);
-        match f.driver.as_deref() {
-            Some("vfio-pci") => usable.push(f),
-            Some(d) if d == kernel_driver => notes.push(format!(
-                "{tag} {} ({id}): bound to the kernel's {kernel_driver} driver; bind it to \
-                 vfio-pci: {}{kernel_hint}",
-                f.bdf,
-                bind_commands(&f)
-            )),
-            Some(other) => notes.push(format!(
-                "{tag} {} ({id}): bound to driver {other}; bind it to vfio-pci: {}",
-                f.bdf,
-                bind_commands(&f)
-            )),
-            None => notes.push(format!(
-                "{tag} {} ({id}): bound to no driver; bind it to vfio-pci: {}",
-                f.bdf,
-                bind_commands(&f)
-            )),
-        }
-    }
-    if usable.is_empty() {
-        return (hardware, None);
-    }
-    let groups = root.sys.join("kernel/iommu_groups");
-    let iommu_on = std::fs::read_dir(&groups).is_ok_and(|mut d| d.next().is_some());
-    if !iommu_on || usable.iter().all(|f| f.iommu_group.is_none()) {
-        notes.push(format!(
-            "{tag}: the IOMMU is off ({} is empty and the functions have no iommu_group): \
-             enable VT-d in the firmware and boot with `intel_iommu=on iommu=pt`; {what} is \
-             not used",
-            groups.display()
-        ));
-        return (hardware, None);
-    }
-    if ops.hugepages() == 0 {
-        notes.push(format!(
-            "{tag}: no hugepages are reserved; DMA memory for the device must come from \
-             hugepages: reserve some (`echo 1024 > /proc/sys/vm/nr_hugepages`, or \
-             `hugepages=1024` on the kernel command line) and restart; {what} is not used"
-        ));
-        return (hardware, None);
-    }
-    let container = match ops.open_container() {
-        Ok(c) => c,
-        Err(e) => {
-            let todo = match &e {
-                VfioFailure::Container(io) if io.kind() == std::io::ErrorKind::NotFound => {
-                    "load the VFIO driver (`modprobe vfio-pci`)".to_string()
-                }
-                VfioFailure::Container(io) if io.kind() == std::io::ErrorKind::PermissionDenied => {
-                    "run as root, or give this user /dev/vfio/vfio".to_string()
-                }
-                VfioFailure::NoType1 => {
-                    "the kernel's VFIO lacks vfio_iommu_type1 (`modprobe vfio_iommu_type1`)"
-                        .to_string()
-                }
-                _ => "check `dmesg` for VFIO errors".to_string(),
-            };
-            notes.push(format!("{tag}: {e}: {todo}; {what} is not used"));
-            return (hardware, None);
-        }
-    };
-    let map = Arc::new(IovaMap::new());
-    let mut mapper: Option<Arc<dyn DmaMapper>> = None;
-    for f in usable {
-        let Some(group) = f.iommu_group else {
-            notes.push(format!(
-                "{tag} {}: no IOMMU group; enable VT-d and boot with `intel_iommu=on`",
-                f.bdf
-            ));
-            continue;
-        };
-        let dev = match container.open_device(&f) {
-            Ok(d) => d,
-            Err(e) => {
-                let todo = match &e {
-                    VfioFailure::NotViable(g) => format!(
-                        "every device of the group (`ls {}/{g}/devices`) must be bound to \
-                         vfio-pci or to no driver",
-                        groups.display()
-                    ),
-                    VfioFailure::GroupOpen(_, io)
-                        if io.kind() == std::io::ErrorKind::PermissionDenied =>
-                    {
-                        format!(
-                            "run as root, or give this user {}",
-                            root.dev.join("vfio").join(group.to_string()).display()
-                        )
-                    }
-                    VfioFailure::GroupOpen(_, io) if io.raw_os_error() == Some(libc::EBUSY) => {
-                        "another process holds the group; stop it".to_string()
-                    }
-                    _ => "check `dmesg` for VFIO errors".to_string(),
-                };
-                notes.push(format!("{tag} {}: {e}: {todo}; it is not used", f.bdf));
-                continue;
-            }
-        };
-        let dev: Arc<dyn VfioDeviceOps> = Arc::from(dev);
-        let Some(made) = each(&f, dev, &map, notes) else {
-            continue;
-        };
-        // One mapper for the container, made once a device is open (an
-        // IOMMU domain needs a device before it takes mappings and says
-        // what it can address); whoever creates the module registers it.
-        if mapper.is_none() {
-            let info = container.iommu_info().unwrap_or_else(|e| {
-                notes.push(format!(
-                    "{tag}: cannot read the IOMMU's IOVA ranges ({e}); IOVAs are taken from \
-                     {:#x}..={:#x}",
-                    super::iommu_info::FALLBACK_IOVAS.start(),
-                    super::iommu_info::FALLBACK_IOVAS.end()
-                ));
-                IommuInfo {
-                    page_sizes: 0,
-                    iova_ranges: None,
-                }
-            });
-            if info.iova_ranges.is_none() {
-                tracing::info!(
-                    "{tag}: the kernel does not report the IOMMU's IOVA ranges (Linux before \
-                     5.4); IOVAs are taken from {:?}",
-                    super::iommu_info::FALLBACK_IOVAS
-                );
-            }
-            mapper = Some(Arc::new(ContainerMapper::new(
-                kind,
-                container.clone(),
-                map.clone(),
-                &info,
-            )));
-        }
-        hardware.push(made);
-    }
-    (hardware, mapper)
-}
-
-// ---------------------------------------------------------------------------
-// The kernel, through vfio-ioctls
-// ---------------------------------------------------------------------------
-
-/// VFIO through the kernel (`vfio-ioctls`).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemVfio;
-
-impl VfioOps for SystemVfio {
-    fn open_container(&self) -> Result<Arc<dyn VfioContainerOps>, VfioFailure> {
-        match vfio_ioctls::VfioContainer::new(None) {
-            Ok(c) => Ok(Arc::new(SystemContainer(Arc::new(c)))),
-            Err(vfio_ioctls::VfioError::OpenContainer(e)) => Err(VfioFailure::Container(e)),
-            Err(vfio_ioctls::VfioError::VfioExtension) => Err(VfioFailure::NoType1),
-            Err(e) => Err(VfioFailure::Other(format!("the VFIO container: {e}"))),
-        }
-    }
-
-    fn hugepages(&self) -> u64 {
-        crate::env::dma::hugepage_info().map_or(0, |h| h.total)
-    }
-}
-
-struct SystemContainer(Arc<vfio_ioctls::VfioContainer>);
-
-impl VfioContainerOps for SystemContainer {
-    fn open_device(&self, f: &PciFunction) -> Result<Box<dyn VfioDeviceOps>, VfioFailure> {
-        let ops: Arc<dyn vfio_ioctls::VfioOps> = self.0.clone();
-        match vfio_ioctls::VfioDevice::new(&f.path, ops, false) {
-            Ok(d) => Ok(Box::new(SystemDevice(Arc::new(d)))),
-            Err(vfio_ioctls::VfioError::GroupViable) => {
-                Err(VfioFailure::NotViable(f.iommu_group.unwrap_or(0)))
-            }
-            Err(vfio_ioctls::VfioError::OpenGroup(e, _)) => {
-                Err(VfioFailure::GroupOpen(f.iommu_group.unwrap_or(0), e))
-            }
-            Err(e) => Err(VfioFailure::Other(format!("opening the device: {e}"))),
-        }
-    }
-
-    unsafe fn dma_map(&self, iova: u64, len: usize, va: *mut u8) -> Result<(), VfioFailure> {
-        // SAFETY: the caller's contract is vfio_dma_map's.
-        unsafe { self.0.vfio_dma_map(iova, len, va) }.map_err(|e| match e {
-            vfio_ioctls::VfioError::IommuDmaMap(errno) => VfioFailure::Iommu(
-                "VFIO_IOMMU_MAP_DMA",
-                std::io::Error::from_raw_os_error(errno.errno()),
-            ),
-            e => VfioFailure::Other(format!("VFIO_IOMMU_MAP_DMA: {e}")),
-        })
-    }
-
-    fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), VfioFailure> {
-        self.0
-            .vfio_dma_unmap(iova, len)
-            .map_err(|e| VfioFailure::Other(format!("VFIO_IOMMU_UNMAP_DMA: {e}")))
-    }
-
-    fn iommu_info(&self) -> Result<IommuInfo, VfioFailure> {
-        use std::os::fd::AsRawFd;
-        use vfio_bindings::bindings::vfio::{VFIO_BASE, VFIO_TYPE};
-        // VFIO_IOMMU_GET_INFO = _IO(VFIO_TYPE, VFIO_BASE + 12), issued on
-        // the container's fd here because vfio-ioctls (0.10) does not issue
-        // it, and no crate parses its capability chain; QEMU's
-        // `vfio_get_iommu_info` and DPDK's `vfio_get_iommu_info` do the same:
-        // ask with the base size, then again with the size the kernel wants.
-        const GET_INFO: u32 = (VFIO_TYPE as u32) << 8 | (VFIO_BASE + 12);
-        let fd = self.0.as_raw_fd();
-        let mut argsz = super::iommu_info::INFO_SIZE;
-        for _ in 0..2 {
-            // u64 words: the structure's alignment.
-            let mut buf = vec![0u64; argsz.div_ceil(8)];
-            let bytes = buf.len() * 8;
-            // argsz, then flags (0): the first two u32s.
-            let mut head = [0u8; 8];
-            head[..4].copy_from_slice(&(bytes as u32).to_ne_bytes());
-            buf[0] = u64::from_ne_bytes(head);
-            // SAFETY: the container's fd is open (`self.0`); the kernel
-            // writes at most `argsz` bytes into `buf`, which holds them.
-            let rc = unsafe { libc::ioctl(fd, GET_INFO as _, buf.as_mut_ptr()) };
-            if rc != 0 {
-                return Err(VfioFailure::Iommu(
-                    "VFIO_IOMMU_GET_INFO",
-                    std::io::Error::last_os_error(),
-                ));
-            }
-            // SAFETY: `bytes` bytes of `buf`, initialised u64s, viewed as
-            // bytes (no padding, any value valid).
-            let raw = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), bytes) };
-            let wanted = u32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize;
-            if wanted <= bytes {
-                return IommuInfo::parse(raw).ok_or_else(|| {
-                    VfioFailure::Other("VFIO_IOMMU_GET_INFO: a malformed answer".into())
-                });
-            }
-            argsz = wanted;
-        }
-        Err(VfioFailure::Other(
-            "VFIO_IOMMU_GET_INFO: the kernel keeps asking for a larger buffer".into(),
-        ))
-    }
-}
-
-struct SystemDevice(Arc<vfio_ioctls::VfioDevice>);
-
-impl SystemDevice {
-    /// `window` of BAR `index` mmapped from the device fd.
-    fn mmap(&self, index: u32, window: Range<u64>) -> Result<Mmio, VfioFailure> {
-        use std::os::fd::{AsRawFd, BorrowedFd};
-        use vfio_bindings::bindings::vfio::VFIO_PCI_BAR0_REGION_INDEX;
-        if index > 5 {
-            return Err(VfioFailure::Other(format!("no BAR{index}")));
-        }
-        let offset = self.0.get_region_offset(VFIO_PCI_BAR0_REGION_INDEX + index) + window.start;
-        let len = (window.end - window.start) as usize;
-        // SAFETY: the device fd stays open as long as `self.0`, which the
-        // mapping keeps (`Mmio::_dev`).
-        let fd = unsafe { BorrowedFd::borrow_raw(self.0.as_raw_fd()) };
-        // SAFETY: a new shared mapping of `window` of the device's BAR at
-        // an address the kernel picks; it overlaps nothing in use.
-        let ptr = unsafe {
-            rustix::mm::mmap(
-                std::ptr::null_mut(),
-                len,
-                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-                rustix::mm::MapFlags::SHARED,
-                fd,
-                offset,
-            )
-        }
-        .map_err(|e| VfioFailure::Other(format!("mmap of BAR{index}: {e}")))?;
-        let ptr = NonNull::new(ptr.cast())
-            .ok_or_else(|| VfioFailure::Other(format!("mmap of BAR{index}: a null mapping")))?;
-        Ok(Mmio {
-            ptr,
-            bar: index,
-            start: window.start as usize,
-            len,
-            _dev: self.0.clone(),
-        })
-    }
-
-    /// `N` bytes of configuration space at `off` (one access).
-    fn config_read<const N: usize>(&self, off: u64) -> [u8; N] {
-        let mut b = [0u8; N];
-        self.0.region_read(
-            vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX,
-            &mut b,
-            off,
-        );
-        b
-    }
-
-    /// `b` written to configuration space at `off` (one access).
-    fn config_write(&self, off: u64, b: &[u8]) {
-        self.0.region_write(
-            vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX,
-            b,
-            off,
-        );
-    }
-}
-
-impl VfioDeviceOps for SystemDevice {
-    fn config_read16(&self, off: u64) -> u16 {
-        u16::from_le_bytes(self.config_read(off))
-    }
-
-    fn config_write16(&self, off: u64, v: u16) {
-        self.config_write(off, &v.to_le_bytes());
-    }
-
-    fn config_read32(&self, off: u64) -> u32 {
-        u32::from_le_bytes(self.config_read(off))
-    }
-
-    fn config_write32(&self, off: u64, v: u32) {
-        self.config_write(off, &v.to_le_bytes());
-    }
-
-    fn bar_info(&self, index: u32) -> RegionInfo {
-        use vfio_bindings::bindings::vfio::{
-            VFIO_PCI_BAR0_REGION_INDEX, VFIO_REGION_INFO_FLAG_MMAP,
-        };
-        use vfio_ioctls::VfioRegionInfoCap;
-        let idx = VFIO_PCI_BAR0_REGION_INDEX + index;
-        let mut info = RegionInfo {
-            size: self.0.get_region_size(idx),
-            mmap: self.0.get_region_flags(idx) & VFIO_REGION_INFO_FLAG_MMAP != 0,
-            sparse: None,
-            msix_mappable: false,
-        };
-        for cap in self.0.get_region_caps(idx) {
-            match cap {
-                VfioRegionInfoCap::SparseMmap(s) => {
-                    info.sparse = Some(
-                        s.areas
-                            .iter()
-                            .map(|a| a.offset..a.offset + a.size)
-                            .collect(),
-                    )
-                }
-                VfioRegionInfoCap::MsixMappable => info.msix_mappable = true,
-                _ => {}
-            }
-        }
-        info
-    }
-
-    fn map_bar(&self, index: u32, window: Range<u64>) -> Result<Box<dyn Registers>, VfioFailure> {
-        Ok(Box::new(self.mmap(index, window)?))
-    }
-
-    fn map_bar_memory(
-        &self,
-        index: u32,
-        window: Range<u64>,
-    ) -> Result<Box<dyn BarMemory>, VfioFailure> {
-        Ok(Box::new(self.mmap(index, window)?))
-    }
-
-    fn reset(&self) {
-        self.0.reset();
-    }
-}
-
-/// A window of a BAR mapped from a VFIO device: volatile accesses at BAR
-/// offsets inside it only (as [`Registers`]), or its address (as
-/// [`BarMemory`]); unmapped on drop.
-struct Mmio {
-    ptr: NonNull<u8>,
-    /// Which BAR.
-    bar: u32,
-    /// The BAR offset `ptr` maps.
-    start: usize,
-    len: usize,
-    _dev: Arc<vfio_ioctls::VfioDevice>,
-}
-
-// SAFETY: the mapping is device memory reached only through volatile
-// accesses; it lives as long as the value and is not tied to a thread.
-unsafe impl Send for Mmio {}
-// SAFETY: as for `Send`: every access through `&self` is one volatile
-// access of device memory (or, as `BarMemory`, the caller's device stores),
-// which threads may make at once.
-unsafe impl Sync for Mmio {}
-
-impl Mmio {
-    #[inline]
-    fn at<T>(&self, off: usize) -> *mut T {
-        let rel = off.wrapping_sub(self.start);
-        assert!(
-            off >= self.start
-                && rel + size_of::<T>() <= self.len
-                && off.is_multiple_of(align_of::<T>()),
-            "BAR{} access of {} bytes at {off:#x} (mapped: {:#x}..{:#x})",
-            self.bar,
-            size_of::<T>(),
-            self.start,
-            self.start + self.len
-        );
-        // SAFETY: inside the mapped window (asserted).
-        unsafe { self.ptr.as_ptr().add(rel).cast() }
-    }
-}
-
-macro_rules! mmio_rw {
-    ($read:ident, $write:ident, $t:ty) => {
-        fn $read(&self, off: usize) -> $t {
-            let p = self.at::<$t>(off);
-            // SAFETY: an aligned register inside the mapped BAR (`at`).
-            unsafe { p.read_volatile() }
-        }
-        unsafe fn $write(&self, off: usize, v: $t) {
-            let p = self.at::<$t>(off);
-            // SAFETY: an aligned register inside the mapped BAR (`at`);
-            // what the device then does with memory is the caller's
-            // contract (`Registers`).
-            unsafe { p.write_volatile(v) }
-        }
-    };
-}
-
-impl Registers for Mmio {
-    mmio_rw!(read8, write8, u8);
-    mmio_rw!(read16, write16, u16);
-    mmio_rw!(read32, write32, u32);
-    mmio_rw!(read64, write64, u64);
-}
-
-impl BarMemory for Mmio {
-    fn addr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-    fn len(&self) -> usize {
-        self.len
-    }
-}
-
-impl Drop for Mmio {
-    fn drop(&mut self) {
-        // SAFETY: exactly the mapping made in `SystemDevice::mmap`; no
-        // access follows.
-        if let Err(e) = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) } {
-            tracing::warn!("munmap of BAR{} failed: {e}", self.bar);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
+    use std::ops::Range;
+    use std::path::PathBuf;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use super::super::PciConfig;
     use super::super::driver::DriverConfig;
     use super::super::model::{IoatModel, ModelConfig, ModelRegisters, PowerOn};
     use super::super::{Ioat, IoatDevices, IoatOptions};
     use super::*;
     use crate::accel::{Accel, Module, Opcode, conformance};
-    use crate::env::dma::register_mapper;
+    use crate::env::dma::{IovaMap, Window, register_mapper};
+    use crate::env::vfio::{
+        BarMemory, IommuInfo, PCI_CAPABILITY_LIST, PCI_COMMAND, PCI_STATUS, PCI_STATUS_CAP_LIST,
+        RegionInfo, VfioContainerOps,
+    };
 
     /// A sysfs and /dev tree under a temporary directory.
     struct Tree {
@@ -1261,10 +487,10 @@ mod tests {
         fn config_read16(&self, off: u64) -> u16 {
             let model = self.model.pci_config();
             match (off, self.msix) {
-                (spec::PCI_COMMAND, _) => self.state.command.lock().unwrap()[&self.bdf],
-                (spec::PCI_STATUS, Some(_)) => spec::PCI_STATUS_CAP_LIST,
-                (spec::PCI_CAPABILITY_LIST, Some(_)) => 0x80,
-                (0x80, Some(_)) => 0x11 | (model.read16(spec::PCI_CAPABILITY_LIST) & 0xff) << 8,
+                (PCI_COMMAND, _) => self.state.command.lock().unwrap()[&self.bdf],
+                (PCI_STATUS, Some(_)) => PCI_STATUS_CAP_LIST,
+                (PCI_CAPABILITY_LIST, Some(_)) => 0x80,
+                (0x80, Some(_)) => 0x11 | (model.read16(PCI_CAPABILITY_LIST) & 0xff) << 8,
                 (0x82, Some(_)) => 0,
                 (0x84, Some(t)) => t as u16,
                 (0x86, Some(t)) => (t >> 16) as u16,
@@ -1272,7 +498,7 @@ mod tests {
             }
         }
         fn config_write16(&self, off: u64, v: u16) {
-            if off != spec::PCI_COMMAND {
+            if off != PCI_COMMAND {
                 return self.model.pci_config().write16(off, v);
             }
             self.state.config_writes.fetch_add(1, Ordering::Relaxed);
@@ -1283,11 +509,11 @@ mod tests {
                 .insert(self.bdf.clone(), v);
         }
         fn config_read32(&self, off: u64) -> u32 {
-            assert_ne!(off, spec::PCI_COMMAND);
+            assert_ne!(off, PCI_COMMAND);
             self.config_read16(off) as u32 | (self.config_read16(off + 2) as u32) << 16
         }
         fn config_write32(&self, off: u64, v: u32) {
-            assert_ne!(off, spec::PCI_COMMAND);
+            assert_ne!(off, PCI_COMMAND);
             self.model.pci_config().write32(off, v)
         }
         fn bar_info(&self, index: u32) -> RegionInfo {
