@@ -481,28 +481,27 @@ unsafe impl WorkQueue for IdxdWq {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::ops::Deref;
 
     use super::*;
+    use crate::env::vfio::fake::FakeSysfs;
 
-    static TREES: AtomicUsize = AtomicUsize::new(0);
+    /// A sysfs and /dev tree under a temporary directory, with the DSA bus
+    /// and its devices and work queues.
+    struct Tree(FakeSysfs);
 
-    /// A sysfs and /dev tree under a temporary directory.
-    struct Tree {
-        root: PathBuf,
+    impl Deref for Tree {
+        type Target = FakeSysfs;
+        fn deref(&self) -> &FakeSysfs {
+            &self.0
+        }
     }
 
     impl Tree {
         fn new() -> Tree {
-            let root = std::env::temp_dir().join(format!(
-                "io-engine-idxd-{}-{}",
-                std::process::id(),
-                TREES.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = std::fs::remove_dir_all(&root);
-            std::fs::create_dir_all(root.join("dev/dsa")).unwrap();
-            Tree { root }
+            let t = FakeSysfs::new("idxd");
+            std::fs::create_dir_all(t.root.join("dev/dsa")).unwrap();
+            Tree(t)
         }
 
         fn bus(&self) {
@@ -536,19 +535,6 @@ mod tests {
                     ("max_batch_size", "32"),
                 ],
             );
-        }
-
-        fn sysfs(&self) -> SysfsRoot {
-            SysfsRoot {
-                sys: self.root.join("sys"),
-                dev: self.root.join("dev"),
-            }
-        }
-    }
-
-    impl Drop for Tree {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.root);
         }
     }
 

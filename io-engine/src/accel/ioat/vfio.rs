@@ -181,449 +181,97 @@ const IOAT: Kind = Kind {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-    use std::ops::Range;
     use std::path::PathBuf;
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
 
     use super::super::driver::DriverConfig;
-    use super::super::model::{IoatModel, ModelConfig, ModelRegisters, PowerOn};
+    use super::super::model::{IoatModel, ModelConfig, PowerOn};
     use super::super::{Ioat, IoatDevices, IoatOptions};
     use super::*;
     use crate::accel::{Accel, Module, Opcode, conformance};
-    use crate::env::dma::{IovaMap, Window, register_mapper};
-    use crate::env::vfio::{
-        BarMemory, IommuInfo, PCI_CAPABILITY_LIST, PCI_COMMAND, PCI_STATUS, PCI_STATUS_CAP_LIST,
-        RegionInfo, VfioContainerOps,
-    };
+    use crate::env::dma::register_mapper;
+    use crate::env::vfio::RegionInfo;
+    use crate::env::vfio::fake::{Fail, FakeFunction, FakeSysfs, FakeVfio, MSI_WINDOW};
 
-    /// A sysfs and /dev tree under a temporary directory.
-    struct Tree {
-        root: PathBuf,
+    /// A fake sysfs tree for these tests.
+    fn tree() -> FakeSysfs {
+        FakeSysfs::new("vfio")
     }
 
-    static TREES: AtomicUsize = AtomicUsize::new(0);
-
-    impl Tree {
-        fn new() -> Tree {
-            let root = std::env::temp_dir().join(format!(
-                "io-engine-vfio-{}-{}",
-                std::process::id(),
-                TREES.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = std::fs::remove_dir_all(&root);
-            for d in [
-                "sys/bus/pci/devices",
-                "sys/bus/pci/drivers",
-                "sys/devices/pci0000:00",
-                "sys/kernel/iommu_groups",
-                "dev/vfio",
-            ] {
-                std::fs::create_dir_all(root.join(d)).unwrap();
-            }
-            Tree { root }
-        }
-
-        fn function(
-            &self,
-            bdf: &str,
-            vendor: u16,
-            device: u16,
-            driver: Option<&str>,
-            group: Option<u32>,
-        ) {
-            use std::os::unix::fs::symlink;
-            let dir = self.root.join("sys/devices/pci0000:00").join(bdf);
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("vendor"), format!("{vendor:#06x}\n")).unwrap();
-            std::fs::write(dir.join("device"), format!("{device:#06x}\n")).unwrap();
-            symlink(&dir, self.root.join("sys/bus/pci/devices").join(bdf)).unwrap();
-            if let Some(d) = driver {
-                let drv = self.root.join("sys/bus/pci/drivers").join(d);
-                std::fs::create_dir_all(&drv).unwrap();
-                symlink(&drv, dir.join("driver")).unwrap();
-            }
-            if let Some(g) = group {
-                let gdir = self
-                    .root
-                    .join("sys/kernel/iommu_groups")
-                    .join(g.to_string());
-                std::fs::create_dir_all(gdir.join("devices")).unwrap();
-                symlink(&gdir, dir.join("iommu_group")).unwrap();
-                let _ = std::fs::write(self.root.join("dev/vfio").join(g.to_string()), "");
-            }
-        }
-
-        fn sysfs(&self) -> SysfsRoot {
-            SysfsRoot {
-                sys: self.root.join("sys"),
-                dev: self.root.join("dev"),
-            }
-        }
+    /// VFIO with I/OAT model devices behind it (their config space names
+    /// the device id sysfs gives), translating through the fake's IOMMU.
+    /// By default it acts as a current kernel on an I/OAT function: BAR0 of
+    /// 16 KiB with the MSI-X table at 0x1000 (one entry; `lspci`: "Vector
+    /// table: BAR=0 offset=00001000"), MSIX_MAPPABLE, an IOMMU of 48 bits
+    /// that reports its IOVA ranges.
+    fn ioat_vfio() -> FakeVfio {
+        ioat_vfio_with(ModelConfig::default())
     }
 
-    impl Drop for Tree {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.root);
-        }
-    }
-
-    type Fail = fn() -> VfioFailure;
-
-    /// What the fake kernel did, and the IOMMU its model devices see.
-    #[derive(Default)]
-    struct State {
-        iommu: Arc<IovaMap>,
-        maps: AtomicUsize,
-        unmaps: AtomicUsize,
-        resets: AtomicUsize,
-        config_writes: AtomicUsize,
-        command: Mutex<HashMap<String, u16>>,
-        /// The BAR0 windows mmapped, in order.
-        bar0_maps: Mutex<Vec<Range<u64>>>,
-        /// IOMMU mappings in place: IOVA -> (VA, length).
-        mapped: Mutex<HashMap<u64, (usize, usize)>>,
-        /// Every IOVA mapped so far.
-        iovas: Mutex<Vec<u64>>,
-    }
-
-    /// The x86 interrupt window, which the IOMMU reserves.
-    const MSI_WINDOW: std::ops::RangeInclusive<u64> = 0xfee0_0000..=0xfeef_ffff;
-
-    /// VFIO with I/OAT model devices behind it. By default it acts as a
-    /// current kernel on an I/OAT function: BAR0 of 16 KiB with the MSI-X
-    /// table at 0x1000 (one entry; `lspci`: "Vector table: BAR=0
-    /// offset=00001000"), MSIX_MAPPABLE, an IOMMU of 48 bits that reports
-    /// its IOVA ranges.
-    struct FakeVfio {
-        hugepages: u64,
-        container: Option<Fail>,
-        device: HashMap<&'static str, Fail>,
-        bar0_fails: bool,
-        /// What the model devices behind it report.
-        model: ModelConfig,
-        /// What VFIO says of BAR0; its mmap refuses what such a vfio-pci
-        /// refuses.
-        bar0: RegionInfo,
-        /// The MSI-X table's offset in BAR0 (`None`: no MSI-X capability).
-        msix: Option<u64>,
-        /// The IOMMU's address width: it refuses IOVAs at or above 2^bits.
-        iova_bits: u32,
-        /// Whether VFIO_IOMMU_GET_INFO reports the IOVA ranges.
-        report_iovas: bool,
-        state: Arc<State>,
-    }
-
-    impl FakeVfio {
-        fn new() -> FakeVfio {
-            FakeVfio {
-                hugepages: 512,
-                container: None,
-                device: HashMap::new(),
-                bar0_fails: false,
-                model: ModelConfig::default(),
-                bar0: RegionInfo {
-                    size: 0x4000,
-                    mmap: true,
-                    sparse: None,
-                    msix_mappable: true,
-                },
-                msix: Some(0x1000),
-                iova_bits: 48,
-                report_iovas: true,
-                state: Arc::new(State::default()),
-            }
-        }
-
-        /// vfio-pci before Linux 4.16: no MSIX_MAPPABLE; `sparse` areas
-        /// (4.6 to 4.15: BAR0 but the MSI-X table's page) or none (older:
-        /// any mmap overlapping the table fails).
-        fn old_kernel(sparse: bool) -> FakeVfio {
-            let mut f = FakeVfio::new();
-            f.bar0.msix_mappable = false;
-            if sparse {
-                f.bar0.sparse = Some(vec![0..0x1000, 0x2000..0x4000]);
-            }
-            f
-        }
-    }
-
-    impl VfioOps for FakeVfio {
-        fn open_container(&self) -> Result<Arc<dyn VfioContainerOps>, VfioFailure> {
-            if let Some(f) = self.container {
-                return Err(f());
-            }
-            Ok(Arc::new(FakeContainer {
-                device: self.device.clone(),
-                bar0_fails: self.bar0_fails,
-                model: self.model.clone(),
-                bar0: self.bar0.clone(),
-                msix: self.msix,
-                iova_bits: self.iova_bits,
-                report_iovas: self.report_iovas,
-                state: self.state.clone(),
-            }))
-        }
-        fn hugepages(&self) -> u64 {
-            self.hugepages
-        }
-    }
-
-    struct FakeContainer {
-        device: HashMap<&'static str, Fail>,
-        bar0_fails: bool,
-        model: ModelConfig,
-        bar0: RegionInfo,
-        msix: Option<u64>,
-        iova_bits: u32,
-        report_iovas: bool,
-        state: Arc<State>,
-    }
-
-    fn einval(call: &'static str) -> VfioFailure {
-        VfioFailure::Iommu(call, std::io::Error::from_raw_os_error(libc::EINVAL))
-    }
-
-    impl VfioContainerOps for FakeContainer {
-        fn open_device(&self, f: &PciFunction) -> Result<Box<dyn VfioDeviceOps>, VfioFailure> {
-            if let Some(fail) = self.device.get(f.bdf.as_str()) {
-                return Err(fail());
-            }
-            self.state
-                .command
-                .lock()
-                .unwrap()
-                .entry(f.bdf.clone())
-                .or_insert(0x0002);
-            Ok(Box::new(FakeDevice {
-                bdf: f.bdf.clone(),
-                bar0_fails: self.bar0_fails,
-                bar0: self.bar0.clone(),
-                msix: self.msix,
-                state: self.state.clone(),
-                // The function's config space names its sysfs device id.
-                model: IoatModel::with_map(
-                    ModelConfig {
-                        device_id: f.device,
-                        ..self.model.clone()
-                    },
-                    self.state.iommu.clone(),
-                ),
-            }))
-        }
-
-        /// As vfio_iommu_type1's `vfio_dma_do_map`: EINVAL outside the
-        /// IOVA ranges (`vfio_iommu_iova_dma_valid`), EEXIST on overlap.
-        unsafe fn dma_map(&self, iova: u64, len: usize, va: *mut u8) -> Result<(), VfioFailure> {
-            let last = iova + len as u64 - 1;
-            if last >> self.iova_bits != 0
-                || (iova <= *MSI_WINDOW.end() && *MSI_WINDOW.start() <= last)
-            {
-                return Err(einval("VFIO_IOMMU_MAP_DMA"));
-            }
-            let mut mapped = self.state.mapped.lock().unwrap();
-            if mapped
-                .iter()
-                .any(|(&i, &(_, l))| i <= last && iova < i + l as u64)
-            {
-                return Err(VfioFailure::Iommu(
-                    "VFIO_IOMMU_MAP_DMA",
-                    std::io::Error::from_raw_os_error(libc::EEXIST),
-                ));
-            }
-            mapped.insert(iova, (va as usize, len));
-            self.state.maps.fetch_add(1, Ordering::Relaxed);
-            self.state.iovas.lock().unwrap().push(iova);
-            // SAFETY: dma_map's contract (the memory stays mapped and is
-            // reached through raw pointers until unmapped) is insert's.
-            unsafe {
-                self.state.iommu.insert(Window {
-                    va: va as usize,
-                    len,
-                    iova,
-                })
-            };
-            Ok(())
-        }
-
-        fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), VfioFailure> {
-            let Some((va, l)) = self.state.mapped.lock().unwrap().remove(&iova) else {
-                return Err(einval("VFIO_IOMMU_UNMAP_DMA"));
-            };
-            assert_eq!(l, len, "an unmap of another size than the map");
-            self.state.unmaps.fetch_add(1, Ordering::Relaxed);
-            self.state.iommu.remove(va, len);
-            Ok(())
-        }
-
-        fn iommu_info(&self) -> Result<IommuInfo, VfioFailure> {
-            Ok(IommuInfo {
-                page_sizes: 0x4020_1000,
-                iova_ranges: self.report_iovas.then(|| {
-                    vec![
-                        0..=MSI_WINDOW.start() - 1,
-                        MSI_WINDOW.end() + 1..=(1 << self.iova_bits) - 1,
-                    ]
+    /// As [`ioat_vfio`], its model devices configured as `model` says.
+    fn ioat_vfio_with(model: ModelConfig) -> FakeVfio {
+        let bar0 = RegionInfo {
+            size: 0x4000,
+            mmap: true,
+            sparse: None,
+            msix_mappable: true,
+        };
+        FakeVfio {
+            msix: Some(0x1000),
+            ..FakeVfio::new(
+                vec![bar0],
+                Arc::new(move |f, iommu| {
+                    Arc::new(IoatModel::with_map(
+                        ModelConfig {
+                            device_id: f.device,
+                            ..model.clone()
+                        },
+                        iommu.clone(),
+                    ))
                 }),
-            })
+            )
         }
     }
 
-    struct FakeDevice {
-        bdf: String,
-        bar0_fails: bool,
-        bar0: RegionInfo,
-        msix: Option<u64>,
-        state: Arc<State>,
-        model: IoatModel,
+    /// vfio-pci before Linux 4.16: no MSIX_MAPPABLE; `sparse` areas
+    /// (4.6 to 4.15: BAR0 but the MSI-X table's page) or none (older:
+    /// any mmap overlapping the table fails).
+    fn old_kernel(sparse: bool) -> FakeVfio {
+        let mut f = ioat_vfio();
+        f.bars[0].msix_mappable = false;
+        if sparse {
+            f.bars[0].sparse = Some(vec![0..0x1000, 0x2000..0x4000]);
+        }
+        f
     }
 
-    impl VfioDeviceOps for FakeDevice {
-        // The command register is the fake's (the tests look at it); an
-        // MSI-X capability at 0x80 (as on I/OAT functions) is put in front
-        // of the model device's capability list; the rest of configuration
-        // space is the model device's.
+    /// The model behind a fake device: its configuration space (the fake
+    /// keeps the command register and puts an MSI-X capability at 0x80 in
+    /// front of the model's list) and its registers in BAR0.
+    impl FakeFunction for IoatModel {
         fn config_read16(&self, off: u64) -> u16 {
-            let model = self.model.pci_config();
-            match (off, self.msix) {
-                (PCI_COMMAND, _) => self.state.command.lock().unwrap()[&self.bdf],
-                (PCI_STATUS, Some(_)) => PCI_STATUS_CAP_LIST,
-                (PCI_CAPABILITY_LIST, Some(_)) => 0x80,
-                (0x80, Some(_)) => 0x11 | (model.read16(PCI_CAPABILITY_LIST) & 0xff) << 8,
-                (0x82, Some(_)) => 0,
-                (0x84, Some(t)) => t as u16,
-                (0x86, Some(t)) => (t >> 16) as u16,
-                _ => model.read16(off),
-            }
+            self.pci_config().read16(off)
         }
         fn config_write16(&self, off: u64, v: u16) {
-            if off != PCI_COMMAND {
-                return self.model.pci_config().write16(off, v);
-            }
-            self.state.config_writes.fetch_add(1, Ordering::Relaxed);
-            self.state
-                .command
-                .lock()
-                .unwrap()
-                .insert(self.bdf.clone(), v);
-        }
-        fn config_read32(&self, off: u64) -> u32 {
-            assert_ne!(off, PCI_COMMAND);
-            self.config_read16(off) as u32 | (self.config_read16(off + 2) as u32) << 16
+            self.pci_config().write16(off, v)
         }
         fn config_write32(&self, off: u64, v: u32) {
-            assert_ne!(off, PCI_COMMAND);
-            self.model.pci_config().write32(off, v)
+            self.pci_config().write32(off, v)
         }
-        fn bar_info(&self, index: u32) -> RegionInfo {
-            if index == 0 {
-                self.bar0.clone()
-            } else {
-                RegionInfo::default()
-            }
-        }
-
-        /// As vfio-pci's mmap: EINVAL outside the region, outside the
-        /// sparse areas, or (without MSIX_MAPPABLE) on the MSI-X table's
-        /// page (Linux `vfio_pci_mmap` before 4.16).
-        fn map_bar(
-            &self,
-            index: u32,
-            window: Range<u64>,
-        ) -> Result<Box<dyn Registers>, VfioFailure> {
+        fn registers(&self, index: u32) -> Box<dyn Registers> {
             assert_eq!(index, 0, "I/OAT maps only BAR0");
-            let table_page = self
-                .msix
-                .map(|t| t / 0x1000 * 0x1000..(t + 16).div_ceil(0x1000) * 0x1000);
-            let refused = self.bar0_fails
-                || window.end > self.bar0.size
-                || self.bar0.sparse.as_ref().is_some_and(|areas| {
-                    !areas
-                        .iter()
-                        .any(|a| a.start <= window.start && window.end <= a.end)
-                })
-                || (!self.bar0.msix_mappable
-                    && table_page.is_some_and(|p| p.start < window.end && window.start < p.end));
-            if refused {
-                return Err(VfioFailure::Other("mmap of BAR0: EINVAL".into()));
-            }
-            self.state.bar0_maps.lock().unwrap().push(window.clone());
-            Ok(Box::new(MappedBar0 {
-                regs: self.model.registers(),
-                window,
-            }))
-        }
-        fn map_bar_memory(
-            &self,
-            index: u32,
-            _window: Range<u64>,
-        ) -> Result<Box<dyn BarMemory>, VfioFailure> {
-            panic!("I/OAT maps BAR{index} as memory")
-        }
-        fn reset(&self) {
-            self.state.resets.fetch_add(1, Ordering::Relaxed);
+            Box::new(IoatModel::registers(self))
         }
     }
 
-    /// A model's registers seen through a mapped window of BAR0: an access
-    /// outside it panics, as a real one would fault.
-    struct MappedBar0 {
-        regs: ModelRegisters,
-        window: Range<u64>,
-    }
-
-    impl MappedBar0 {
-        fn check(&self, off: usize, width: usize) -> usize {
-            let (start, end) = (off as u64, (off + width) as u64);
-            assert!(
-                self.window.start <= start && end <= self.window.end,
-                "BAR0 access at {off:#x} outside the mapped {:?}",
-                self.window
-            );
-            off
-        }
-    }
-
-    impl Registers for MappedBar0 {
-        fn read8(&self, off: usize) -> u8 {
-            self.regs.read8(self.check(off, 1))
-        }
-        fn read16(&self, off: usize) -> u16 {
-            self.regs.read16(self.check(off, 2))
-        }
-        fn read32(&self, off: usize) -> u32 {
-            self.regs.read32(self.check(off, 4))
-        }
-        fn read64(&self, off: usize) -> u64 {
-            self.regs.read64(self.check(off, 8))
-        }
-        unsafe fn write8(&self, off: usize, v: u8) {
-            // SAFETY: the caller's contract, passed on.
-            unsafe { self.regs.write8(self.check(off, 1), v) }
-        }
-        unsafe fn write16(&self, off: usize, v: u16) {
-            // SAFETY: the caller's contract, passed on.
-            unsafe { self.regs.write16(self.check(off, 2), v) }
-        }
-        unsafe fn write32(&self, off: usize, v: u32) {
-            // SAFETY: the caller's contract, passed on.
-            unsafe { self.regs.write32(self.check(off, 4), v) }
-        }
-        unsafe fn write64(&self, off: usize, v: u64) {
-            // SAFETY: the caller's contract, passed on.
-            unsafe { self.regs.write64(self.check(off, 8), v) }
-        }
-    }
-
-    fn two_functions() -> Tree {
-        let t = Tree::new();
+    fn two_functions() -> FakeSysfs {
+        let t = tree();
         t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), Some(7));
         t.function("0000:00:04.1", 0x8086, 0x2021, Some("vfio-pci"), Some(8));
         t
     }
 
-    fn notes(t: &Tree, ops: &FakeVfio, wanted: &[&str]) -> (usize, String) {
+    fn notes(t: &FakeSysfs, ops: &FakeVfio, wanted: &[&str]) -> (usize, String) {
         let wanted: Vec<String> = wanted.iter().map(|s| s.to_string()).collect();
         let f = open_all(&t.sysfs(), ops, &wanted);
         (f.hardware.len(), f.notes.join("\n"))
@@ -631,7 +279,7 @@ mod tests {
 
     #[test]
     fn discovery_reads_vendor_device_driver_and_group() {
-        let t = Tree::new();
+        let t = tree();
         t.function("0000:80:04.3", 0x8086, 0x6f23, Some("ioatdma"), Some(41));
         t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), Some(12));
         t.function("0000:00:1f.2", 0x8086, 0xa102, Some("ahci"), Some(13));
@@ -655,7 +303,7 @@ mod tests {
 
     #[test]
     fn every_failure_says_what_to_do() {
-        let ops = FakeVfio::new();
+        let ops = ioat_vfio();
         // No sysfs.
         let none = SysfsRoot {
             sys: PathBuf::from("/nonexistent/sys"),
@@ -665,7 +313,7 @@ mod tests {
         assert!(f.hardware.is_empty());
         assert!(f.notes[0].contains("is sysfs mounted"), "{:?}", f.notes);
         // No I/OAT function.
-        let t = Tree::new();
+        let t = tree();
         t.function("0000:00:1f.2", 0x8086, 0xa102, Some("ahci"), Some(1));
         let (n, s) = notes(&t, &ops, &[]);
         assert_eq!(n, 0);
@@ -675,7 +323,7 @@ mod tests {
         );
         // Bound to ioatdma, to another driver, to none; a wanted address
         // that is not there.
-        let t = Tree::new();
+        let t = tree();
         t.function("0000:00:04.0", 0x8086, 0x2021, Some("ioatdma"), Some(3));
         t.function("0000:00:04.1", 0x8086, 0x2021, Some("pci-stub"), Some(4));
         t.function("0000:00:04.2", 0x8086, 0x2021, None, Some(5));
@@ -714,11 +362,11 @@ mod tests {
         );
         // --ioat-devices restricts.
         let t = two_functions();
-        let ops = FakeVfio::new();
+        let ops = ioat_vfio();
         let (n, _) = notes(&t, &ops, &["0000:00:04.1"]);
         assert_eq!(n, 1);
         // The IOMMU is off: no groups.
-        let t = Tree::new();
+        let t = tree();
         t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), None);
         let (n, s) = notes(&t, &ops, &[]);
         assert_eq!(n, 0);
@@ -730,7 +378,7 @@ mod tests {
         let t = two_functions();
         let ops = FakeVfio {
             hugepages: 0,
-            ..FakeVfio::new()
+            ..ioat_vfio()
         };
         let (n, s) = notes(&t, &ops, &[]);
         assert_eq!(n, 0);
@@ -752,14 +400,14 @@ mod tests {
         ] {
             let ops = FakeVfio {
                 container: Some(fail),
-                ..FakeVfio::new()
+                ..ioat_vfio()
             };
             let (n, s) = notes(&t, &ops, &[]);
             assert_eq!(n, 0);
             assert!(s.contains(want) && s.contains("I/OAT is not used"), "{s}");
         }
         // A group that is not viable, or not ours to open.
-        let mut ops = FakeVfio::new();
+        let mut ops = ioat_vfio();
         ops.device
             .insert("0000:00:04.0", || VfioFailure::NotViable(7));
         ops.device.insert("0000:00:04.1", || {
@@ -780,8 +428,8 @@ mod tests {
         );
         // BAR0 that cannot be mapped.
         let ops = FakeVfio {
-            bar0_fails: true,
-            ..FakeVfio::new()
+            bar_fails: true,
+            ..ioat_vfio()
         };
         let (n, s) = notes(&t, &ops, &[]);
         assert_eq!(n, 0);
@@ -791,7 +439,7 @@ mod tests {
     #[test]
     fn bus_mastering_is_enabled_once() {
         let t = two_functions();
-        let ops = FakeVfio::new();
+        let ops = ioat_vfio();
         ops.state
             .command
             .lock()
@@ -812,7 +460,7 @@ mod tests {
     #[test]
     fn model_devices_behind_fake_vfio_pass_the_suite() {
         let t = two_functions();
-        let ops = FakeVfio::new();
+        let ops = ioat_vfio();
         let f = open_all(&t.sysfs(), &ops, &[]);
         assert!(f.notes.is_empty(), "{:?}", f.notes);
         let mapper = f.mapper.expect("a container mapper once a device is open");
@@ -852,14 +500,11 @@ mod tests {
         // in CHANERR_INT: they come up only if the driver clears it through
         // the config region before the reset.
         let t = two_functions();
-        let ops = FakeVfio {
-            model: ModelConfig {
-                cbver: 0x32,
-                power_on: PowerOn::Halted(spec::chanerr::SRC_ADDR),
-                ..ModelConfig::default()
-            },
-            ..FakeVfio::new()
-        };
+        let ops = ioat_vfio_with(ModelConfig {
+            cbver: 0x32,
+            power_on: PowerOn::Halted(spec::chanerr::SRC_ADDR),
+            ..ModelConfig::default()
+        });
         let f = open_all(&t.sysfs(), &ops, &[]);
         let pci: Vec<_> = f.hardware.iter().map(|h| h.pci().device_id()).collect();
         assert_eq!(pci, vec![0x2021, 0x2021], "the device's config space");
@@ -869,15 +514,9 @@ mod tests {
         let ioat = devices.start(mapping);
         assert_eq!(ioat.channels(), 2, "{:?}", ioat.notes());
         // Turning bus mastering off goes through the command register.
-        let dev = FakeDevice {
-            bdf: "0000:00:04.0".into(),
-            bar0_fails: false,
-            bar0: ops.bar0.clone(),
-            msix: ops.msix,
-            state: ops.state.clone(),
-            model: IoatModel::new(ModelConfig::default()),
-        };
-        let cfg = VfioConfig(Arc::new(dev));
+        let c = ops.open_container().unwrap();
+        let dev = c.open_device(&scan(&t.sysfs()).unwrap()[0]).unwrap();
+        let cfg = VfioConfig(Arc::from(dev));
         cfg.set_bus_master(false);
         assert_eq!(ops.state.command.lock().unwrap()["0000:00:04.0"], 0x0002);
         assert!(!cfg.function_reset(), "a VFIO reset cannot be confirmed");
@@ -889,22 +528,23 @@ mod tests {
         // the table's page), older (an mmap over the table fails): the
         // register page is mapped on each, and only it.
         for (what, ops) in [
-            ("current", FakeVfio::new()),
-            ("sparse", FakeVfio::old_kernel(true)),
-            ("old", FakeVfio::old_kernel(false)),
+            ("current", ioat_vfio()),
+            ("sparse", old_kernel(true)),
+            ("old", old_kernel(false)),
         ] {
             let t = two_functions();
             let f = open_all(&t.sysfs(), &ops, &[]);
             assert!(f.notes.is_empty(), "{what}: {:?}", f.notes);
             assert_eq!(f.hardware.len(), 2, "{what}");
             assert_eq!(
-                *ops.state.bar0_maps.lock().unwrap(),
-                vec![0..0x1000, 0..0x1000],
+                *ops.state.bar_maps.lock().unwrap(),
+                vec![(0, 0..0x1000), (0, 0..0x1000)],
                 "{what}"
             );
+            assert!(ops.state.memory_maps.lock().unwrap().is_empty(), "{what}");
         }
         // The fake refuses what old vfio-pci refuses.
-        let ops = FakeVfio::old_kernel(false);
+        let ops = old_kernel(false);
         let t = two_functions();
         let f = open_all(&t.sysfs(), &ops, &[]);
         let c = ops.open_container().unwrap();
@@ -917,7 +557,7 @@ mod tests {
         // the note says why.
         let ops = FakeVfio {
             msix: Some(0x800),
-            ..FakeVfio::old_kernel(false)
+            ..old_kernel(false)
         };
         let (n, s) = notes(&two_functions(), &ops, &[]);
         assert_eq!(n, 0);
@@ -929,7 +569,7 @@ mod tests {
 
     /// The module on the functions of `t` behind `ops`, its mapper
     /// registered as the binaries do.
-    fn started_behind(t: &Tree, ops: &FakeVfio) -> Ioat {
+    fn started_behind(t: &FakeSysfs, ops: &FakeVfio) -> Ioat {
         let f = open_all(&t.sysfs(), ops, &[]);
         assert!(f.notes.is_empty(), "{:?}", f.notes);
         let devices = IoatDevices::new(
@@ -949,7 +589,7 @@ mod tests {
         let t = two_functions();
         let ops = FakeVfio {
             iova_bits: 39,
-            ..FakeVfio::new()
+            ..ioat_vfio()
         };
         let ioat = Arc::new(started_behind(&t, &ops));
         assert_eq!(ioat.channels(), 2, "{:?}", ioat.notes());
@@ -986,7 +626,7 @@ mod tests {
             let ops = FakeVfio {
                 iova_bits: bits,
                 report_iovas: report,
-                ..FakeVfio::new()
+                ..ioat_vfio()
             };
             let ioat = started_behind(&t, &ops);
             assert_eq!(ioat.channels(), 2, "{bits}: {:?}", ioat.notes());

@@ -22,6 +22,11 @@
 //!   (a DSA portal), [`PciConfig`] (configuration space; [`VfioConfig`]
 //!   over a VFIO device).
 //!
+//! The tests' fakes (`fake`, built for the tests only), shared by the
+//! modules' tests: a sysfs tree, VFIO as a current or an older kernel with
+//! any failure and an IOMMU that refuses what the kernel's refuses, and a
+//! device model or a fake register file behind each device.
+//!
 //! What a module makes of an opened function (I/OAT's channel, DSA's work
 //! queue) is the module's: `accel::ioat::vfio`, `accel::dsa::vfio`.
 //!
@@ -32,6 +37,8 @@
 
 mod bar_memory;
 mod container_mapper;
+#[cfg(test)]
+pub mod fake;
 mod iommu_info;
 mod iova_allocator;
 mod kind;
