@@ -173,19 +173,9 @@ pub fn discover(root: &SysfsRoot, wanted: &[String]) -> Discovery {
     d
 }
 
-/// The operations of DSA 1.0, assumed when a kernel has no `op_cap`.
-const DSA1_OPS: [u64; 4] = spec::opcap_of(&[
-    opcode::NOOP,
-    opcode::BATCH,
-    opcode::DRAIN,
-    opcode::MEMMOVE,
-    opcode::MEMFILL,
-    opcode::COMPARE,
-    opcode::COMPVAL,
-    opcode::DUALCAST,
-    opcode::CRCGEN,
-    opcode::COPY_CRC,
-]);
+/// The operations of DSA 1.0 ([`opcode::DSA1`]), assumed when a kernel
+/// has no `op_cap`.
+const DSA1_OPS: [u64; 4] = spec::opcap_of(opcode::DSA1);
 
 /// A device's `op_cap` file: the 256-bit OPCAP as comma-separated 32-bit
 /// hex words, most significant first (Linux prints the bitmap so); the

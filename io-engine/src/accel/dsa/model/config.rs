@@ -70,19 +70,9 @@ pub struct ModelConfig {
     pub spin: Duration,
 }
 
-/// The operations the model implements.
-pub const IMPLEMENTED: &[u8] = &[
-    opcode::NOOP,
-    opcode::BATCH,
-    opcode::DRAIN,
-    opcode::MEMMOVE,
-    opcode::MEMFILL,
-    opcode::COMPARE,
-    opcode::COMPVAL,
-    opcode::DUALCAST,
-    opcode::CRCGEN,
-    opcode::COPY_CRC,
-];
+/// The operations the model implements: those of DSA 1.0 the engine
+/// drives.
+pub const IMPLEMENTED: &[u8] = opcode::DSA1;
 
 impl Default for ModelConfig {
     fn default() -> Self {
