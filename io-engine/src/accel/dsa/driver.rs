@@ -2,9 +2,9 @@
 //! submitted through a work queue's portal, and completed from their
 //! completion records. It sees the device only through the
 //! [`WorkQueue`] seam (one 64-byte descriptor per portal write) and
-//! [`DmaMemory`] (memory the device reaches, and the address it knows a
-//! buffer by), so it runs unchanged on the kernel's idxd driver, on VFIO
-//! and on the device model.
+//! [`DmaMemory`](crate::env::dma::DmaMemory) (memory the device reaches,
+//! and the address it knows a buffer by), so it runs unchanged on the
+//! kernel's idxd driver, on VFIO and on the device model.
 //!
 //! Thread: a [`Channel`] is made on whichever thread opens the work queue
 //! and from then on used by one thread at a time: the reactor whose accel

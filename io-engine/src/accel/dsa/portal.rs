@@ -10,7 +10,7 @@
 //! from the character device; with SVA the device uses the process's
 //! virtual addresses, so its `DmaMemory` translates every address to
 //! itself), the VFIO backend (the function's BAR2 mapped; addresses are
-//! the IOVAs of the windows mapped in the IOMMU, I/OAT's
+//! the IOVAs of the windows mapped in the IOMMU,
 //! [`MappedMemory`](crate::env::dma::MappedMemory) over an
 //! [`IovaMap`](crate::env::dma::IovaMap)), and the device model
 //! (`dsa-model` feature; the same `MappedMemory` over its own map).

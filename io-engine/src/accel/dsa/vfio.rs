@@ -3,10 +3,10 @@
 //!
 //! [`open_all`] finds the DSA functions in sysfs (the PCI ids of
 //! [`spec::DEVICE_IDS`]) and opens those bound to vfio-pci with the VFIO
-//! plumbing I/OAT's backend shares
-//! ([`open_functions`](open_functions): notes with the bind
-//! commands for a function on another driver, the IOMMU, hugepage and
-//! container checks, one container and its IOMMU mapper).
+//! plumbing env provides and I/OAT's backend uses too ([`open_functions`]:
+//! notes with the bind commands for a function on another driver, the
+//! IOMMU, hugepage and container checks, one container and its IOMMU
+//! mapper).
 //! For each function it turns bus mastering on, maps BAR0 and runs
 //! [`configure`], maps BAR2's page of WQ 0's portal
 //! ([`spec::portal_offset`]) and builds a [`Portal`] on it (dedicated WQ,

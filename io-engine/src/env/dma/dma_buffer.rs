@@ -1,8 +1,8 @@
 //! [`DmaBuffer`]: device-visible memory a driver owns (I/OAT's descriptor
 //! ring and completion word, DSA's descriptors and completion records), a
-//! view of a [`DmaSlice`](crate::env::dma::DmaSlice) reached only through
-//! atomic accessors, never through `&`/`&mut` references, since the device may
-//! access it at any time. Every access is atomic (relaxed, or
+//! view of a [`DmaSlice`] reached only through atomic accessors, never
+//! through `&`/`&mut` references, since the device may access it at any
+//! time. Every access is atomic (relaxed, or
 //! acquire/release where it orders other memory), so a `DmaBuffer` shared
 //! between threads (it is `Sync`) races with nothing, in the language's
 //! model as on the hardware.

@@ -5,7 +5,7 @@
 //!   [`PciFunction`] and [`scan_ids`] (the scan of `bus/pci/devices` by
 //!   vendor and device id), [`bind_commands`] (how to bind one to
 //!   vfio-pci);
-//! - opening them: [`open_functions`], the checks (IOMMU, hugepages,
+//! - opening them: [`open_functions()`], the checks (IOMMU, hugepages,
 //!   container), one container for all and its IOMMU mapper (a
 //!   [`DmaMapper`](crate::env::dma::DmaMapper) that maps every DMA region
 //!   into the IOMMU at IOVAs from the ranges it reports: [`IommuInfo`],
