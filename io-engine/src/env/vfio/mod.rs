@@ -64,17 +64,17 @@ mod tests;
 
 pub use bar_memory::BarMemory;
 pub use container_mapper::mapping_failure;
-pub use iommu_info::{FALLBACK_IOVAS, INFO_SIZE, IommuInfo};
+pub use iommu_info::IommuInfo;
 pub use iova_allocator::IovaAllocator;
 pub use kind::Kind;
 pub use msix_table::MsixTable;
 pub use open_functions::open_functions;
 pub use pci_config::{
     PCI_CAPABILITY_LIST, PCI_COMMAND, PCI_COMMAND_BUS_MASTER, PCI_DEVICE_ID, PCI_STATUS,
-    PCI_STATUS_CAP_LIST, PciConfig, find_capability, find_capability_with,
+    PCI_STATUS_CAP_LIST, PciConfig, find_capability,
 };
 pub use pci_function::{PciFunction, bind_commands, scan_ids};
-pub use region_info::{PAGE, RegionInfo};
+pub use region_info::RegionInfo;
 pub use registers::Registers;
 pub use sysfs_root::SysfsRoot;
 pub use system_vfio::SystemVfio;

@@ -4,10 +4,8 @@
 //! tells the operator. (The tests of opening functions behind the fake
 //! VFIO are the modules': `accel::ioat::vfio`, `accel::dsa::vfio`.)
 
-use super::{
-    FALLBACK_IOVAS, INFO_SIZE, IommuInfo, IovaAllocator, MsixTable, RegionInfo, VfioFailure,
-    mapping_failure,
-};
+use super::iommu_info::{FALLBACK_IOVAS, INFO_SIZE};
+use super::{IommuInfo, IovaAllocator, MsixTable, RegionInfo, VfioFailure, mapping_failure};
 
 const REGS: u64 = 0x100;
 

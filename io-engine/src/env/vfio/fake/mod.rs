@@ -2,10 +2,10 @@
 //! through, so that every step and every note is tested without hardware:
 //! [`FakeSysfs`] (a sysfs and /dev tree with PCI functions), [`FakeVfio`]
 //! (VFIO as a current kernel, or an older vfio-pci, or failing at any
-//! step; its [`FakeContainer`] maps as vfio_iommu_type1 does into a fake
-//! IOMMU, its [`FakeDevice`]s map BARs as vfio-pci does), a
+//! step; its `FakeContainer` maps as vfio_iommu_type1 does into a fake
+//! IOMMU, its `FakeDevice`s map BARs as vfio-pci does), a
 //! [`FakeFunction`] behind each device (a device model, a fake register
-//! file) seen through a [`MappedBar`] or a [`FakePage`], and what the fake
+//! file) seen through a `MappedBar` or a `FakePage`, and what the fake
 //! did ([`FakeState`]).
 //!
 //! Thread: the test's.
@@ -19,11 +19,7 @@ mod fake_sysfs;
 mod fake_vfio;
 mod mapped_bar;
 
-pub use fake_container::FakeContainer;
-pub use fake_device::FakeDevice;
 pub use fake_function::FakeFunction;
-pub use fake_page::FakePage;
 pub use fake_state::FakeState;
 pub use fake_sysfs::FakeSysfs;
 pub use fake_vfio::{Fail, FakeVfio, MSI_WINDOW, MakeFunction};
-pub use mapped_bar::MappedBar;
