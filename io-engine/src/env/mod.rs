@@ -2,7 +2,8 @@
 //! cgroup limits (CPU quota, memory limit) and the reactor count sized from
 //! them, core slots (a unique number per data-path thread), hugepage-backed DMA
 //! memory, its IOVA and the memory check before mapping it, the cycle
-//! clock, the size of the last-level cache, Unix socket paths owned like
+//! clock, the size of the last-level cache, the VFIO plumbing that drives
+//! PCI functions from userspace (`vfio`), Unix socket paths owned like
 //! ports, and the TLS files (certificate chain, private key, CA bundle)
 //! every TLS user reads through one loader (`tls_identity`, `tls_ca`), and
 //! the server certificate resolver that picks up their renewal
@@ -32,4 +33,5 @@ pub mod tls_identity;
 #[cfg(test)]
 pub(crate) mod tls_scratch;
 pub mod tsc;
+pub mod vfio;
 pub mod xorshift;

@@ -9,8 +9,8 @@ use super::driver::{DriverConfig, Hardware};
 use super::module::Dsa;
 use super::{idxd, vfio};
 use crate::accel::Module;
-use crate::accel::ioat::vfio::SysfsRoot;
 use crate::env::dma::{DmaMapper, MapperRegistration};
+use crate::env::vfio::{SysfsRoot, SystemVfio};
 
 /// Why `--dsa-model` is refused by a build without the model.
 pub(super) const MODEL_NOT_BUILT: &str = "--dsa-model needs the DSA device model, which this \
@@ -99,7 +99,7 @@ impl DsaArgs {
             let idxd_found = !hw.is_empty();
             hardware.extend(hw);
             notes.extend(n);
-            let found = vfio::open_all(&root, &vfio::SystemVfio, idxd_found);
+            let found = vfio::open_all(&root, &SystemVfio, idxd_found);
             notes.extend(found.notes);
             if let Some(mapper) = found.mapper
                 && let Some(register) = register.take()

@@ -2,9 +2,9 @@
 //! submitted through a work queue's portal, and completed from their
 //! completion records. It sees the device only through the
 //! [`WorkQueue`] seam (one 64-byte descriptor per portal write) and
-//! [`DmaMemory`] (memory the device reaches, and the address it knows a
-//! buffer by), so it runs unchanged on the kernel's idxd driver, on VFIO
-//! and on the device model.
+//! [`DmaMemory`](crate::env::dma::DmaMemory) (memory the device reaches,
+//! and the address it knows a buffer by), so it runs unchanged on the
+//! kernel's idxd driver, on VFIO and on the device model.
 //!
 //! Thread: a [`Channel`] is made on whichever thread opens the work queue
 //! and from then on used by one thread at a time: the reactor whose accel
@@ -66,8 +66,8 @@ use std::time::Duration;
 
 use super::portal::{WorkQueue, WqMode};
 use super::spec::{self, COMPLETION_SIZE, DESC_SIZE, Descriptor, comp, flags, opcode, status};
-use crate::accel::ioat::{DmaBuffer, Window};
 use crate::accel::{Completion, IoVec, Opcode, Placement, Sources, Status, Task, TaskId};
+use crate::env::dma::{DmaBuffer, Window};
 use crate::env::tsc;
 
 /// Whether a failed status means the descriptor itself was malformed

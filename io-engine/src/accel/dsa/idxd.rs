@@ -20,9 +20,8 @@ use std::sync::Arc;
 use super::driver::Hardware;
 use super::portal::{Portal, Retry, WorkQueue, WqInfo, WqMode};
 use super::spec::{self, Descriptor, opcode};
-use crate::accel::ioat::vfio::SysfsRoot;
-use crate::accel::ioat::{DmaBuffer, DmaMemory, Window};
-use crate::env::dma::DmaRegion;
+use crate::env::dma::{DmaBuffer, DmaMemory, DmaRegion, Window};
+use crate::env::vfio::SysfsRoot;
 
 /// A user work queue found in sysfs, usable as far as sysfs can tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,19 +173,9 @@ pub fn discover(root: &SysfsRoot, wanted: &[String]) -> Discovery {
     d
 }
 
-/// The operations of DSA 1.0, assumed when a kernel has no `op_cap`.
-const DSA1_OPS: [u64; 4] = spec::opcap_of(&[
-    opcode::NOOP,
-    opcode::BATCH,
-    opcode::DRAIN,
-    opcode::MEMMOVE,
-    opcode::MEMFILL,
-    opcode::COMPARE,
-    opcode::COMPVAL,
-    opcode::DUALCAST,
-    opcode::CRCGEN,
-    opcode::COPY_CRC,
-]);
+/// The operations of DSA 1.0 ([`opcode::DSA1`]), assumed when a kernel
+/// has no `op_cap`.
+const DSA1_OPS: [u64; 4] = spec::opcap_of(opcode::DSA1);
 
 /// A device's `op_cap` file: the 256-bit OPCAP as comma-separated 32-bit
 /// hex words, most significant first (Linux prints the bitmap so); the
@@ -482,28 +471,27 @@ unsafe impl WorkQueue for IdxdWq {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::ops::Deref;
 
     use super::*;
+    use crate::env::vfio::fake::FakeSysfs;
 
-    static TREES: AtomicUsize = AtomicUsize::new(0);
+    /// A sysfs and /dev tree under a temporary directory, with the DSA bus
+    /// and its devices and work queues.
+    struct Tree(FakeSysfs);
 
-    /// A sysfs and /dev tree under a temporary directory.
-    struct Tree {
-        root: PathBuf,
+    impl Deref for Tree {
+        type Target = FakeSysfs;
+        fn deref(&self) -> &FakeSysfs {
+            &self.0
+        }
     }
 
     impl Tree {
         fn new() -> Tree {
-            let root = std::env::temp_dir().join(format!(
-                "io-engine-idxd-{}-{}",
-                std::process::id(),
-                TREES.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = std::fs::remove_dir_all(&root);
-            std::fs::create_dir_all(root.join("dev/dsa")).unwrap();
-            Tree { root }
+            let t = FakeSysfs::new("idxd");
+            std::fs::create_dir_all(t.root.join("dev/dsa")).unwrap();
+            Tree(t)
         }
 
         fn bus(&self) {
@@ -537,19 +525,6 @@ mod tests {
                     ("max_batch_size", "32"),
                 ],
             );
-        }
-
-        fn sysfs(&self) -> SysfsRoot {
-            SysfsRoot {
-                sys: self.root.join("sys"),
-                dev: self.root.join("dev"),
-            }
-        }
-    }
-
-    impl Drop for Tree {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.root);
         }
     }
 

@@ -22,7 +22,8 @@
 //! - [`idxd`]: the kernel idxd backend (sysfs discovery, `/dev/dsa/wqD.Q`,
 //!   the portal's mapping; shared virtual addressing);
 //! - [`vfio`]: the VFIO backend (DSA functions bound to vfio-pci, found
-//!   and opened with the VFIO plumbing I/OAT's backend shares; the device
+//!   and opened with the VFIO plumbing of `env::vfio`, which I/OAT's
+//!   backend uses too; the device
 //!   configuration: capabilities, group and WQ configuration, enabling
 //!   device and WQ; WQ 0's portal in BAR2, IOVAs through the container's
 //!   IOMMU mapper);

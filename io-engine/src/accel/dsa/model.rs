@@ -115,8 +115,7 @@ pub use faults::Faults;
 pub use wq::ModelWq;
 
 use super::portal::WorkQueue;
-use crate::accel::ioat::IovaMap;
-use crate::env::dma::DmaMapper;
+use crate::env::dma::{DmaMapper, IovaMap};
 use device::Device;
 use mapper::ModelMapper;
 use shared::Shared;

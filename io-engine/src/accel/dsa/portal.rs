@@ -10,9 +10,9 @@
 //! from the character device; with SVA the device uses the process's
 //! virtual addresses, so its `DmaMemory` translates every address to
 //! itself), the VFIO backend (the function's BAR2 mapped; addresses are
-//! the IOVAs of the windows mapped in the IOMMU, I/OAT's
-//! [`MappedMemory`](crate::accel::ioat::MappedMemory) over an
-//! [`IovaMap`](crate::accel::ioat::IovaMap)), and the device model
+//! the IOVAs of the windows mapped in the IOMMU,
+//! [`MappedMemory`](crate::env::dma::MappedMemory) over an
+//! [`IovaMap`](crate::env::dma::IovaMap)), and the device model
 //! (`dsa-model` feature; the same `MappedMemory` over its own map).
 //!
 //! Thread: a dedicated WQ is submitted to by one reactor (the one whose
@@ -20,7 +20,7 @@
 //! arbitrates). Implementations are therefore `Send + Sync`.
 
 use super::spec::{self, Descriptor, opcode};
-use crate::accel::ioat::DmaMemory;
+use crate::env::dma::DmaMemory;
 
 /// How a WQ takes descriptors (DSA spec, "Work Queues": dedicated and
 /// shared WQs).

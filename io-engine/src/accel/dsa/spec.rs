@@ -73,6 +73,14 @@ pub mod opcode {
     /// Cache flush.
     pub const CFLUSH: u8 = 0x20;
 
+    /// The operations of DSA 1.0 that the engine drives (all but the
+    /// delta records, DIF and cache flush): what the idxd backend assumes
+    /// when a kernel reports no `op_cap`, and what the device model
+    /// implements.
+    pub const DSA1: &[u8] = &[
+        NOOP, BATCH, DRAIN, MEMMOVE, MEMFILL, COMPARE, COMPVAL, DUALCAST, CRCGEN, COPY_CRC,
+    ];
+
     /// A name for messages.
     pub fn name(op: u8) -> &'static str {
         match op {

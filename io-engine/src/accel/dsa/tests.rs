@@ -21,9 +21,8 @@ use super::portal::{Retry, WorkQueue, WqInfo, WqMode};
 use super::spec::{Descriptor, opcode};
 use super::{Dsa, NAME};
 use crate::accel::conformance::{self, Arena, Recorder, reference_crc32c, scribble};
-use crate::accel::ioat::DmaMemory;
 use crate::accel::{Accel, Completion, IoVec, Module, Opcode, Status};
-use crate::env::dma::{MapperRegistration, register_mapper};
+use crate::env::dma::{DmaMemory, MapperRegistration, register_mapper};
 
 /// A module on the model's work queues, with the mapper registered (kept
 /// by each work queue's hardware, dropped after it).

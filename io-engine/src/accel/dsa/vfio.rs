@@ -3,19 +3,19 @@
 //!
 //! [`open_all`] finds the DSA functions in sysfs (the PCI ids of
 //! [`spec::DEVICE_IDS`]) and opens those bound to vfio-pci with the VFIO
-//! plumbing I/OAT's backend shares
-//! ([`open_functions`](ioat_vfio::open_functions): notes with the bind
-//! commands for a function on another driver, the IOMMU, hugepage and
-//! container checks, one container and its IOMMU mapper).
+//! plumbing env provides and I/OAT's backend uses too ([`open_functions`]:
+//! notes with the bind commands for a function on another driver, the
+//! IOMMU, hugepage and container checks, one container and its IOMMU
+//! mapper).
 //! For each function it turns bus mastering on, maps BAR0 and runs
 //! [`configure`], maps BAR2's page of WQ 0's portal
 //! ([`spec::portal_offset`]) and builds a [`Portal`] on it (dedicated WQ,
 //! MOVDIR64B); addresses in descriptors are the IOVAs of the container's
-//! mappings (I/OAT's [`MappedMemory`]).
+//! mappings ([`MappedMemory`]).
 //!
 //! [`configure`] is what a userspace driver does to the function before it
-//! can submit (Linux `idxd_device_config`), through BAR0 registers seen as
-//! I/OAT's [`Registers`] seam: read the capabilities (VERSION, GENCAP,
+//! can submit (Linux `idxd_device_config`), through BAR0 registers seen
+//! through the [`Registers`] seam: read the capabilities (VERSION, GENCAP,
 //! WQCAP, GRPCAP, ENGCAP, OPCAP, the table offsets), reset a device left
 //! enabled, put WQ 0 and every engine in group 0, configure WQ 0 as a
 //! dedicated WQ of every entry with the device's transfer and batch
@@ -39,14 +39,11 @@ use super::portal::{Portal, Retry, WorkQueue, WqInfo, WqMode};
 use super::spec::{
     self, Descriptor, PortalKind, cmd, cmdsts, gencap, gensts, grpcfg, offsets, swerr, wqcap, wqcfg,
 };
-use crate::accel::ioat::vfio::{self as ioat_vfio, Kind, PciFunction, SysfsRoot, VfioOps};
-use crate::accel::ioat::{
-    BarMemory, DmaMemory, IovaMap, MappedMemory, MsixTable, PciConfig, RegionInfo, Registers,
-    VfioConfig,
+use crate::env::dma::{DmaMapper, DmaMemory, IovaMap, MappedMemory};
+use crate::env::vfio::{
+    BarMemory, Kind, MsixTable, PciConfig, PciFunction, RegionInfo, Registers, SysfsRoot,
+    VfioConfig, VfioDeviceOps, VfioOps, open_functions, scan_ids,
 };
-use crate::env::dma::DmaMapper;
-
-pub use crate::accel::ioat::vfio::{SystemVfio, VfioDeviceOps};
 
 /// How the shared VFIO steps name this backend in their notes.
 pub const KIND: Kind = Kind {
@@ -79,7 +76,7 @@ pub struct Found {
 /// function, are not noted.
 pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, quiet: bool) -> Found {
     let mut notes = Vec::new();
-    let functions = match ioat_vfio::scan_ids(root, spec::is_dsa) {
+    let functions = match scan_ids(root, spec::is_dsa) {
         Ok(f) => f,
         Err(e) => {
             if !quiet {
@@ -118,7 +115,7 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, quiet: bool) -> Found {
             notes,
         };
     }
-    let (hardware, mapper) = ioat_vfio::open_functions(
+    let (hardware, mapper) = open_functions(
         root,
         ops,
         KIND,
@@ -474,15 +471,12 @@ fn cmd_error(e: u32) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::UnsafeCell;
-    use std::path::PathBuf;
     use std::sync::Mutex;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
 
     use super::*;
     use crate::accel::dsa::spec::opcode;
-    use crate::accel::ioat::IommuInfo;
-    use crate::accel::ioat::vfio::{VfioContainerOps, VfioFailure};
+    use crate::env::vfio::fake::{FakeFunction, FakeSysfs, FakeVfio};
 
     /// A DSA register file: 8 KiB of BAR0, with CMD acting on GENSTS and
     /// the WQ state, and a log of every write.
@@ -604,6 +598,17 @@ mod tests {
 
     const T: Duration = Duration::from_millis(100);
 
+    /// The commands written to CMD, in order.
+    fn commands(f: &Fake) -> Vec<u32> {
+        f.writes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(o, _)| *o == spec::CMD)
+            .map(|(_, v)| cmd::command(*v as u32))
+            .collect()
+    }
+
     #[test]
     fn configures_group_0_and_a_dedicated_wq_then_enables_both() {
         let f = Fake::new(true);
@@ -615,13 +620,8 @@ mod tests {
         assert_eq!(c.wq.max_batch, 1024);
         assert!(c.wq.supports(opcode::CRCGEN) && !c.wq.supports(opcode::COMPARE));
         let writes = f.writes.lock().unwrap().clone();
-        let cmds: Vec<u32> = writes
-            .iter()
-            .filter(|(o, _)| *o == spec::CMD)
-            .map(|(_, v)| cmd::command(*v as u32))
-            .collect();
         assert_eq!(
-            cmds,
+            commands(&f),
             vec![cmd::RESET_DEVICE, cmd::ENABLE_DEVICE, cmd::ENABLE_WQ],
             "an enabled device is reset first"
         );
@@ -672,155 +672,49 @@ mod tests {
     // Discovery and opening, on a fake sysfs tree and a fake VFIO
     // -----------------------------------------------------------------
 
-    /// A sysfs and /dev tree under a temporary directory (as I/OAT's VFIO
-    /// tests make).
-    struct Tree {
-        root: PathBuf,
+    /// A fake sysfs tree for these tests.
+    fn tree() -> FakeSysfs {
+        FakeSysfs::new("dsa-vfio")
     }
 
-    static TREES: AtomicUsize = AtomicUsize::new(0);
-
-    impl Tree {
-        fn new() -> Tree {
-            let root = std::env::temp_dir().join(format!(
-                "io-engine-dsa-vfio-{}-{}",
-                std::process::id(),
-                TREES.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = std::fs::remove_dir_all(&root);
-            for d in [
-                "sys/bus/pci/devices",
-                "sys/bus/pci/drivers",
-                "sys/devices/pci0000:00",
-                "sys/kernel/iommu_groups",
-                "dev/vfio",
-            ] {
-                std::fs::create_dir_all(root.join(d)).unwrap();
-            }
-            Tree { root }
-        }
-
-        fn function(&self, bdf: &str, vendor: u16, device: u16, driver: Option<&str>, group: u32) {
-            use std::os::unix::fs::symlink;
-            let dir = self.root.join("sys/devices/pci0000:00").join(bdf);
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("vendor"), format!("{vendor:#06x}\n")).unwrap();
-            std::fs::write(dir.join("device"), format!("{device:#06x}\n")).unwrap();
-            symlink(&dir, self.root.join("sys/bus/pci/devices").join(bdf)).unwrap();
-            if let Some(d) = driver {
-                let drv = self.root.join("sys/bus/pci/drivers").join(d);
-                std::fs::create_dir_all(&drv).unwrap();
-                symlink(&drv, dir.join("driver")).unwrap();
-            }
-            let gdir = self
-                .root
-                .join("sys/kernel/iommu_groups")
-                .join(group.to_string());
-            std::fs::create_dir_all(gdir.join("devices")).unwrap();
-            symlink(&gdir, dir.join("iommu_group")).unwrap();
-        }
-
-        fn sysfs(&self) -> SysfsRoot {
-            SysfsRoot {
-                sys: self.root.join("sys"),
-                dev: self.root.join("dev"),
-            }
-        }
-    }
-
-    impl Drop for Tree {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.root);
-        }
-    }
-
-    /// What the fake VFIO saw.
-    #[derive(Default)]
-    struct Seen {
-        /// Functions opened.
-        opened: Mutex<Vec<String>>,
-        /// (BAR, window) of every register mapping.
-        bar_maps: Mutex<Vec<(u32, Range<u64>)>>,
-        /// (BAR, window) of every memory mapping.
-        memory_maps: Mutex<Vec<(u32, Range<u64>)>>,
-        /// PCI command register writes.
-        command: Mutex<Vec<u16>>,
-        /// The register file of the last function opened.
-        regs: Mutex<Option<Arc<Fake>>>,
-        resets: AtomicUsize,
-    }
+    /// The register file of the function last opened behind a fake VFIO.
+    type LastRegs = Arc<Mutex<Option<Arc<Fake>>>>;
 
     /// VFIO with DSA register files behind it: BAR0 of 8 KiB, BAR2 of
-    /// 128 KiB (as Linux's idxd sizes it for 8 WQs), no MSI-X capability.
-    struct FakeVfio {
-        seen: Arc<Seen>,
-        bar2: RegionInfo,
+    /// 128 KiB (as Linux's idxd sizes it for 8 WQs), no MSI-X capability;
+    /// the register file of the function last opened goes to the
+    /// [`LastRegs`] returned.
+    fn dsa_vfio() -> (FakeVfio, LastRegs) {
+        let last: LastRegs = Arc::default();
+        let bar = |size| RegionInfo {
+            size,
+            mmap: true,
+            sparse: None,
+            msix_mappable: true,
+        };
+        let l = last.clone();
+        let vfio = FakeVfio::new(
+            vec![bar(0x2000), RegionInfo::default(), bar(0x20000)],
+            Arc::new(move |_, _| {
+                let regs = Arc::new(Fake::new(true));
+                *l.lock().unwrap() = Some(regs.clone());
+                Arc::new(Bar0(regs))
+            }),
+        );
+        (vfio, last)
     }
 
-    impl FakeVfio {
-        fn new() -> FakeVfio {
-            FakeVfio {
-                seen: Arc::new(Seen::default()),
-                bar2: RegionInfo {
-                    size: 0x20000,
-                    mmap: true,
-                    sparse: None,
-                    msix_mappable: true,
-                },
-            }
-        }
-    }
-
-    struct FakeContainer {
-        seen: Arc<Seen>,
-        bar2: RegionInfo,
-    }
-
-    impl VfioOps for FakeVfio {
-        fn open_container(&self) -> Result<Arc<dyn VfioContainerOps>, VfioFailure> {
-            Ok(Arc::new(FakeContainer {
-                seen: self.seen.clone(),
-                bar2: self.bar2.clone(),
-            }))
-        }
-        fn hugepages(&self) -> u64 {
-            512
-        }
-    }
-
-    impl VfioContainerOps for FakeContainer {
-        fn open_device(&self, f: &PciFunction) -> Result<Box<dyn VfioDeviceOps>, VfioFailure> {
-            self.seen.opened.lock().unwrap().push(f.bdf.clone());
-            let regs = Arc::new(Fake::new(true));
-            *self.seen.regs.lock().unwrap() = Some(regs.clone());
-            Ok(Box::new(FakeDevice {
-                seen: self.seen.clone(),
-                regs,
-                bar2: self.bar2.clone(),
-            }))
-        }
-        unsafe fn dma_map(&self, _iova: u64, _len: usize, _va: *mut u8) -> Result<(), VfioFailure> {
-            Ok(())
-        }
-        fn dma_unmap(&self, _iova: u64, _len: usize) -> Result<(), VfioFailure> {
-            Ok(())
-        }
-        fn iommu_info(&self) -> Result<IommuInfo, VfioFailure> {
-            Ok(IommuInfo {
-                page_sizes: 0x1000,
-                iova_ranges: Some(vec![0..=(1 << 48) - 1]),
-            })
-        }
-    }
-
-    struct FakeDevice {
-        seen: Arc<Seen>,
-        regs: Arc<Fake>,
-        bar2: RegionInfo,
-    }
-
-    /// The shared register file as a mapped BAR0.
+    /// The register file as the function behind a fake device (no
+    /// configuration space but the command register, which the fake
+    /// keeps), and as its mapped BAR0.
     struct Bar0(Arc<Fake>);
+
+    impl FakeFunction for Bar0 {
+        fn registers(&self, index: u32) -> Box<dyn Registers> {
+            assert_eq!(index, spec::MMIO_BAR, "registers are in BAR0 only");
+            Box::new(Bar0(self.0.clone()))
+        }
+    }
 
     impl Registers for Bar0 {
         fn read8(&self, off: usize) -> u8 {
@@ -853,96 +747,17 @@ mod tests {
         }
     }
 
-    /// A page of memory standing for the portal page.
-    #[repr(C, align(4096))]
-    struct PageBytes([u8; 4096]);
-
-    struct Page(Box<UnsafeCell<PageBytes>>);
-
-    // SAFETY: ordinary memory, reached only through the raw pointer
-    // `addr` gives (the Portal's stores; none in these tests).
-    unsafe impl Sync for Page {}
-
-    impl BarMemory for Page {
-        fn addr(&self) -> *mut u8 {
-            self.0.get().cast()
-        }
-        fn len(&self) -> usize {
-            4096
-        }
-    }
-
-    impl VfioDeviceOps for FakeDevice {
-        fn config_read16(&self, off: u64) -> u16 {
-            match off {
-                0x04 => self
-                    .seen
-                    .command
-                    .lock()
-                    .unwrap()
-                    .last()
-                    .copied()
-                    .unwrap_or(0),
-                // No capability list: no MSI-X table.
-                _ => 0,
-            }
-        }
-        fn config_write16(&self, off: u64, v: u16) {
-            assert_eq!(off, 0x04, "only the command register is written");
-            self.seen.command.lock().unwrap().push(v);
-        }
-        fn config_read32(&self, _off: u64) -> u32 {
-            0
-        }
-        fn config_write32(&self, off: u64, _v: u32) {
-            panic!("config write32 at {off:#x}")
-        }
-        fn bar_info(&self, index: u32) -> RegionInfo {
-            match index {
-                0 => RegionInfo {
-                    size: 0x2000,
-                    mmap: true,
-                    sparse: None,
-                    msix_mappable: true,
-                },
-                2 => self.bar2.clone(),
-                _ => RegionInfo::default(),
-            }
-        }
-        fn map_bar(
-            &self,
-            index: u32,
-            window: Range<u64>,
-        ) -> Result<Box<dyn Registers>, VfioFailure> {
-            self.seen.bar_maps.lock().unwrap().push((index, window));
-            Ok(Box::new(Bar0(self.regs.clone())))
-        }
-        fn map_bar_memory(
-            &self,
-            index: u32,
-            window: Range<u64>,
-        ) -> Result<Box<dyn BarMemory>, VfioFailure> {
-            self.seen.memory_maps.lock().unwrap().push((index, window));
-            Ok(Box::new(Page(Box::new(UnsafeCell::new(PageBytes(
-                [0; 4096],
-            ))))))
-        }
-        fn reset(&self) {
-            self.seen.resets.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
     #[test]
     fn finds_dsa_functions_and_notes_the_ones_on_other_drivers() {
-        let t = Tree::new();
+        let t = tree();
         // An I/OAT function on vfio-pci is not DSA's.
-        t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), 3);
-        t.function("0000:6a:01.0", 0x8086, 0x0b25, Some("idxd"), 10);
-        t.function("0000:e7:01.0", 0x8086, 0x0b25, None, 11);
-        let fns = ioat_vfio::scan_ids(&t.sysfs(), spec::is_dsa).unwrap();
+        t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), Some(3));
+        t.function("0000:6a:01.0", 0x8086, 0x0b25, Some("idxd"), Some(10));
+        t.function("0000:e7:01.0", 0x8086, 0x0b25, None, Some(11));
+        let fns = scan_ids(&t.sysfs(), spec::is_dsa).unwrap();
         let bdfs: Vec<&str> = fns.iter().map(|f| f.bdf.as_str()).collect();
         assert_eq!(bdfs, ["0000:6a:01.0", "0000:e7:01.0"]);
-        let vfio = FakeVfio::new();
+        let (vfio, _) = dsa_vfio();
         let found = open_all(&t.sysfs(), &vfio, false);
         assert!(found.hardware.is_empty() && found.mapper.is_none());
         let n = found.notes.join("\n");
@@ -958,7 +773,7 @@ mod tests {
             n.contains("dsa 0000:e7:01.0 (8086:0b25): bound to no driver; bind it to vfio-pci"),
             "{n}"
         );
-        assert!(vfio.seen.opened.lock().unwrap().is_empty());
+        assert!(vfio.state.opened.lock().unwrap().is_empty());
         // When idxd gave work queues, functions left on it are not noted.
         let found = open_all(&t.sysfs(), &vfio, true);
         let n = found.notes.join("\n");
@@ -967,7 +782,7 @@ mod tests {
             "{n}"
         );
         // No DSA function at all.
-        let t = Tree::new();
+        let t = tree();
         let n = open_all(&t.sysfs(), &vfio, false).notes.join("\n");
         assert!(
             n.contains("no DSA function in") && n.contains("0x0b25"),
@@ -978,27 +793,19 @@ mod tests {
 
     #[test]
     fn opens_configures_and_maps_wq_0s_portal() {
-        let t = Tree::new();
-        t.function("0000:6a:01.0", 0x8086, 0x0b25, Some("vfio-pci"), 10);
-        let vfio = FakeVfio::new();
+        let t = tree();
+        t.function("0000:6a:01.0", 0x8086, 0x0b25, Some("vfio-pci"), Some(10));
+        let (vfio, last) = dsa_vfio();
         let found = open_all(&t.sysfs(), &vfio, false);
-        let seen = &vfio.seen;
+        let seen = &vfio.state;
         assert_eq!(*seen.opened.lock().unwrap(), ["0000:6a:01.0"]);
         // Bus mastering on (bit 2 of the command register).
-        assert!(seen.command.lock().unwrap().iter().any(|c| c & 0x4 != 0));
+        assert!(seen.command.lock().unwrap()["0000:6a:01.0"] & 0x4 != 0);
         // BAR0 whole, then the configuration sequence on it.
         assert_eq!(*seen.bar_maps.lock().unwrap(), [(0, 0..0x2000)]);
-        let regs = seen.regs.lock().unwrap().clone().unwrap();
-        let cmds: Vec<u32> = regs
-            .writes
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(o, _)| *o == spec::CMD)
-            .map(|(_, v)| cmd::command(*v as u32))
-            .collect();
+        let regs = last.lock().unwrap().clone().unwrap();
         assert_eq!(
-            cmds,
+            commands(&regs),
             [cmd::RESET_DEVICE, cmd::ENABLE_DEVICE, cmd::ENABLE_WQ]
         );
         // BAR2: WQ 0's unlimited MSI-X portal, one page.
@@ -1058,19 +865,19 @@ mod tests {
                 .unwrap_err()
                 .contains("cannot be mmapped")
         );
-        let t = Tree::new();
-        t.function("0000:6a:01.0", 0x8086, 0x0b25, Some("vfio-pci"), 10);
-        let mut vfio = FakeVfio::new();
-        vfio.bar2 = small;
+        let t = tree();
+        t.function("0000:6a:01.0", 0x8086, 0x0b25, Some("vfio-pci"), Some(10));
+        let (mut vfio, _) = dsa_vfio();
+        vfio.bars[2] = small;
         let found = open_all(&t.sysfs(), &vfio, false);
         assert!(found.hardware.is_empty());
-        assert!(vfio.seen.memory_maps.lock().unwrap().is_empty());
+        assert!(vfio.state.memory_maps.lock().unwrap().is_empty());
         let n = found.notes.join("\n");
         assert!(
             n.contains("dsa 0000:6a:01.0: BAR2 is only 2048 bytes"),
             "{n}"
         );
-        assert_eq!(vfio.seen.resets.load(Ordering::Relaxed), 1, "reset");
+        assert_eq!(vfio.state.resets.load(Ordering::Relaxed), 1, "reset");
     }
 
     #[test]

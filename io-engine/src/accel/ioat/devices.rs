@@ -19,13 +19,14 @@ use super::driver::{DriverConfig, Hardware};
 #[cfg(any(test, feature = "ioat-model"))]
 use super::identity_mapper::IdentityMapper;
 #[cfg(any(test, feature = "ioat-model"))]
-use super::iova_map::IovaMap;
-#[cfg(any(test, feature = "ioat-model"))]
 use super::model::{IoatModel, ModelConfig};
 use super::module::Ioat;
 use super::options::IoatOptions;
 use super::vfio;
+#[cfg(any(test, feature = "ioat-model"))]
+use crate::env::dma::IovaMap;
 use crate::env::dma::{DmaMapper, MapperRegistration};
+use crate::env::vfio::{SysfsRoot, SystemVfio};
 
 /// Why `--ioat-model` is refused by a build without the model.
 pub(super) const MODEL_NOT_BUILT: &str = "--ioat-model needs the I/OAT device model, which \
@@ -54,8 +55,7 @@ impl IoatDevices {
         let mut notes = Vec::new();
         let mut mappers = Vec::new();
         if opts.hardware {
-            let found =
-                vfio::open_all(&vfio::SysfsRoot::system(), &vfio::SystemVfio, &opts.devices);
+            let found = vfio::open_all(&SysfsRoot::system(), &SystemVfio, &opts.devices);
             hardware.extend(found.hardware.into_iter().map(|h| (h, opts.driver.clone())));
             notes.extend(found.notes);
             mappers.extend(found.mapper);

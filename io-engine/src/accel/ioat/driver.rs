@@ -108,14 +108,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
 
-use super::dma_buffer::DmaBuffer;
-use super::dma_memory::DmaMemory;
-use super::pci_config::{PciConfig, find_capability};
-use super::registers::Registers;
 use super::spec::{self, chan, chancmd, chanctrl, chansts, control, desc, op};
-use super::window::Window;
 use crate::accel::{Completion, Opcode, Status, Task, TaskId};
+use crate::env::dma::{DmaBuffer, DmaMemory, Window};
 use crate::env::tsc;
+use crate::env::vfio::{
+    PCI_COMMAND, PCI_COMMAND_BUS_MASTER, PciConfig, Registers, find_capability,
+};
 
 /// How a channel is run.
 #[derive(Debug, Clone)]
@@ -763,7 +762,7 @@ impl Channel {
         let pci = &self.hw.pci;
         let stopped = pci.function_reset() || {
             pci.set_bus_master(false);
-            pci.read16(spec::PCI_COMMAND) & spec::PCI_COMMAND_BUS_MASTER == 0
+            pci.read16(PCI_COMMAND) & PCI_COMMAND_BUS_MASTER == 0
         };
         self.dma_off |= stopped;
         stopped

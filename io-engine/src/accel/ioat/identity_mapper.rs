@@ -7,9 +7,7 @@
 
 use std::sync::Arc;
 
-use super::iova_map::IovaMap;
-use super::window::Window;
-use crate::env::dma::DmaMapper;
+use crate::env::dma::{DmaMapper, IovaMap, Window};
 
 /// Maps every DMA region into an [`IovaMap`] at IOVA = virtual address:
 /// the device model's "IOMMU" (a real one is the VFIO backend's). Made

@@ -110,13 +110,12 @@ use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use super::identity_mapper::IdentityMapper;
-use super::iova_guard::IovaGuard;
-use super::iova_map::IovaMap;
-use super::mapped_memory::MappedMemory;
-use super::pci_config::PciConfig;
-use super::registers::Registers;
 use super::spec::{self, chan, chancmd, chanctrl, chanerr, chansts, control, desc, op};
-use crate::env::dma::DmaMapper;
+use crate::env::dma::{DmaMapper, IovaGuard, IovaMap, MappedMemory};
+use crate::env::vfio::{
+    PCI_CAPABILITY_LIST, PCI_COMMAND, PCI_COMMAND_BUS_MASTER, PCI_DEVICE_ID, PCI_STATUS,
+    PCI_STATUS_CAP_LIST, PciConfig, Registers,
+};
 
 /// What a model device reports in its registers, and how its thread waits.
 /// The defaults are what hardware does; the other settings are hardware
@@ -580,7 +579,7 @@ impl Shared {
 }
 
 /// Power-on values of the model's configuration space.
-const POWER_ON_COMMAND: u16 = 0x0002 | spec::PCI_COMMAND_BUS_MASTER;
+const POWER_ON_COMMAND: u16 = 0x0002 | PCI_COMMAND_BUS_MASTER;
 /// Relaxed ordering, no snoop, 512-byte read requests.
 const POWER_ON_DEVCTL: u16 = spec::PCI_EXP_DEVCTL_RELAX_EN | 0x0800 | 0x2000;
 /// Where the model's PCI Express capability sits (the only one).
@@ -602,16 +601,16 @@ impl Shared {
 
     /// Whether the device may reach memory (bus master enable).
     fn bus_master(&self) -> bool {
-        self.command.load(Ordering::Acquire) & spec::PCI_COMMAND_BUS_MASTER != 0
+        self.command.load(Ordering::Acquire) & PCI_COMMAND_BUS_MASTER != 0
     }
 
     fn config16(&self, off: u64) -> u16 {
         match off {
             0x00 => spec::VENDOR_INTEL,
-            spec::PCI_DEVICE_ID => self.cfg.device_id,
-            spec::PCI_COMMAND => self.command.load(Ordering::Acquire),
-            spec::PCI_STATUS => spec::PCI_STATUS_CAP_LIST,
-            spec::PCI_CAPABILITY_LIST => PCIE_CAP as u16,
+            PCI_DEVICE_ID => self.cfg.device_id,
+            PCI_COMMAND => self.command.load(Ordering::Acquire),
+            PCI_STATUS => PCI_STATUS_CAP_LIST,
+            PCI_CAPABILITY_LIST => PCIE_CAP as u16,
             // The PCI Express capability, last in the list; version 2, a
             // root-complex integrated endpoint.
             PCIE_CAP => spec::PCI_CAP_ID_EXP as u16,
@@ -643,7 +642,7 @@ impl Shared {
             return;
         }
         match off {
-            spec::PCI_COMMAND => {
+            PCI_COMMAND => {
                 // Once this returns, no descriptor is in progress; with bus
                 // mastering off none starts.
                 let _exec = self.exec.lock().unwrap_or_else(PoisonError::into_inner);

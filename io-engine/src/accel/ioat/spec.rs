@@ -268,19 +268,8 @@ pub const CHANCMP_ALIGN: usize = 8;
 // PCI configuration space
 // ---------------------------------------------------------------------------
 
-/// The device id's offset in configuration space (16 bits).
-pub const PCI_DEVICE_ID: u64 = 0x02;
-/// The command register's offset in configuration space (16 bits).
-pub const PCI_COMMAND: u64 = 0x04;
-/// The command register's bus-master-enable bit.
-pub const PCI_COMMAND_BUS_MASTER: u16 = 1 << 2;
-/// The status register's offset in configuration space (16 bits).
-pub const PCI_STATUS: u64 = 0x06;
-/// The status register's "capabilities list" bit.
-pub const PCI_STATUS_CAP_LIST: u16 = 1 << 4;
-/// Where the first capability's offset sits (8 bits; the low two bits are
-/// reserved).
-pub const PCI_CAPABILITY_LIST: u64 = 0x34;
+// The header's registers (command, status, capability list) are every
+// function's: `env::vfio` (`PCI_COMMAND`, ...).
 /// The PCI Express capability's id.
 pub const PCI_CAP_ID_EXP: u8 = 0x10;
 /// Device Control, relative to the PCI Express capability (16 bits).

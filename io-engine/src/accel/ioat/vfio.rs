@@ -1,11 +1,13 @@
-//! The VFIO backend: finds I/OAT functions in sysfs, opens them through
-//! VFIO (container, group, device), maps the register page of BAR0 (never
-//! the MSI-X table: [`RegionInfo::register_window`]), enables bus
-//! mastering, and gives the [`DmaMapper`] ([`Found::mapper`]) that maps
-//! every DMA region of the process into the IOMMU, at IOVAs allocated from
-//! the ranges the IOMMU reports ([`IovaAllocator`], [`IommuInfo`]), once
-//! the module's creator registers it, so malloc devices and IO buffers are
-//! device-visible.
+//! The I/OAT VFIO backend: finds I/OAT functions in sysfs (their PCI ids,
+//! [`scan`]), opens them with the VFIO plumbing env provides
+//! ([`open_functions`]: the bind notes, the IOMMU, hugepage and container
+//! checks, one container and its IOMMU mapper), and makes each one an
+//! I/OAT channel's [`Hardware`]: bus mastering on, the register page of
+//! BAR0 mapped (never the MSI-X table: [`map_registers`],
+//! [`RegionInfo::register_window`](crate::env::vfio::RegionInfo::register_window)), its memory translated through the
+//! container's [`IovaMap`](crate::env::dma::IovaMap). The [`DmaMapper`] ([`Found::mapper`]) maps every
+//! DMA region of the process into the IOMMU once the module's creator
+//! registers it, so malloc devices and IO buffers are device-visible.
 //!
 //! Thread: the thread that builds the module (the daemon's, accel-perf's or
 //! bdev-perf's main thread) discovers and opens the devices; the IOMMU
@@ -13,183 +15,29 @@
 //! region (see [`DmaMapper`]); BAR0 accesses from the reactor holding the
 //! channel.
 //!
-//! Every ioctl sits behind [`VfioOps`] (the kernel through `vfio-ioctls`
-//! in [`SystemVfio`], a fake in the tests, as rust-vmm's
-//! `vfio_ioctls.rs` does), and sysfs is read under a root path
+//! Every ioctl sits behind [`VfioOps`] (the kernel in
+//! [`SystemVfio`](crate::env::vfio::SystemVfio), a
+//! fake in the tests), and sysfs is read under a root path
 //! ([`SysfsRoot`]), so all the logic here is tested without hardware.
 //! Every failure becomes a note that says what the operator should do; the
 //! module then runs without that device (and the engine on software when
-//! none is left).
-//!
-//! The generic part is shared with the DSA module's VFIO backend
-//! (`accel::dsa::vfio`): the sysfs scan by PCI ids ([`scan_ids`]), the
-//! bind note ([`bind_commands`]), the checks, container and IOMMU mapper
-//! of [`open_functions`] (its notes name the module through [`Kind`]),
-//! and any BAR's mapping (`VfioDeviceOps::map_bar`, `map_bar_memory`).
-//! It stays in this module for now (moving it to a layer of its own is
-//! the next step; see docs/dsa.md).
+//! none is left). The generic part (`env::vfio`) is shared with the DSA
+//! module's VFIO backend (`accel::dsa::vfio`).
 
-use std::ops::Range;
-use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
-use super::bar_memory::BarMemory;
 use super::driver::Hardware;
-use super::iommu_info::IommuInfo;
-use super::iova_allocator::IovaAllocator;
-use super::iova_map::IovaMap;
-use super::mapped_memory::MappedMemory;
-use super::msix_table::MsixTable;
-use super::pci_config::PciConfig;
-use super::region_info::{PAGE, RegionInfo};
-use super::registers::Registers;
 use super::spec;
-use super::vfio_config::VfioConfig;
-pub use super::vfio_device_ops::VfioDeviceOps;
-pub use super::vfio_failure::VfioFailure;
-use super::window::Window;
-use crate::env::dma::DmaMapper;
-
-/// Where sysfs and /dev are (`/sys`, `/dev` on a host; a temporary tree in
-/// tests).
-#[derive(Debug, Clone)]
-pub struct SysfsRoot {
-    /// The sysfs mount.
-    pub sys: PathBuf,
-    /// The devtmpfs mount.
-    pub dev: PathBuf,
-}
-
-impl SysfsRoot {
-    /// The host's.
-    pub fn system() -> SysfsRoot {
-        SysfsRoot {
-            sys: PathBuf::from("/sys"),
-            dev: PathBuf::from("/dev"),
-        }
-    }
-
-    /// `bus/pci/devices` under the sysfs mount.
-    pub fn pci_devices(&self) -> PathBuf {
-        self.sys.join("bus/pci/devices")
-    }
-}
-
-/// A PCI function as sysfs describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PciFunction {
-    /// Its address, e.g. `0000:00:04.0`.
-    pub bdf: String,
-    /// Vendor id.
-    pub vendor: u16,
-    /// Device id.
-    pub device: u16,
-    /// The bound driver's name, if any.
-    pub driver: Option<String>,
-    /// Its IOMMU group, if the IOMMU is on.
-    pub iommu_group: Option<u32>,
-    /// Its sysfs directory.
-    pub path: PathBuf,
-}
-
-fn read_hex(p: &Path) -> Option<u16> {
-    let s = std::fs::read_to_string(p).ok()?;
-    u16::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
-}
-
-fn link_name(p: &Path) -> Option<String> {
-    let target = std::fs::read_link(p).ok()?;
-    target.file_name()?.to_str().map(str::to_owned)
-}
+use crate::env::dma::{DmaMapper, MappedMemory};
+use crate::env::vfio::{
+    Kind, MsixTable, PciConfig, PciFunction, Registers, SysfsRoot, VfioConfig, VfioDeviceOps,
+    VfioFailure, VfioOps, open_functions, scan_ids,
+};
 
 /// The supported I/OAT functions under `root` (any driver), sorted by
 /// address.
 pub fn scan(root: &SysfsRoot) -> std::io::Result<Vec<PciFunction>> {
     scan_ids(root, spec::is_supported)
-}
-
-/// The PCI functions under `root` whose vendor and device ids `keep`
-/// accepts (any driver), sorted by address: the scan I/OAT and DSA share.
-pub fn scan_ids(
-    root: &SysfsRoot,
-    keep: impl Fn(u16, u16) -> bool,
-) -> std::io::Result<Vec<PciFunction>> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(root.pci_devices())? {
-        let path = entry?.path();
-        let (Some(vendor), Some(device)) = (
-            read_hex(&path.join("vendor")),
-            read_hex(&path.join("device")),
-        ) else {
-            continue;
-        };
-        if !keep(vendor, device) {
-            continue;
-        }
-        let Some(bdf) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
-            continue;
-        };
-        found.push(PciFunction {
-            bdf,
-            vendor,
-            device,
-            driver: link_name(&path.join("driver")),
-            iommu_group: link_name(&path.join("iommu_group")).and_then(|g| g.parse().ok()),
-            path,
-        });
-    }
-    found.sort_by(|a, b| a.bdf.cmp(&b.bdf));
-    Ok(found)
-}
-
-/// How to bind `f` to vfio-pci, as shell commands.
-pub fn bind_commands(f: &PciFunction) -> String {
-    let unbind = match &f.driver {
-        Some(_) => format!(
-            "echo {bdf} > /sys/bus/pci/devices/{bdf}/driver/unbind; ",
-            bdf = f.bdf
-        ),
-        None => String::new(),
-    };
-    format!(
-        "`modprobe vfio-pci; {unbind}echo vfio-pci > /sys/bus/pci/devices/{bdf}/driver_override; \
-         echo {bdf} > /sys/bus/pci/drivers_probe` (or `dpdk-devbind.py -b vfio-pci {bdf}`, \
-         SPDK's `scripts/setup.sh`)",
-        bdf = f.bdf
-    )
-}
-
-/// The kernel's VFIO interface, as the backend uses it.
-pub trait VfioOps: Send + Sync {
-    /// Opens a container (`/dev/vfio/vfio`) with the type-1 IOMMU.
-    fn open_container(&self) -> Result<Arc<dyn VfioContainerOps>, VfioFailure>;
-    /// 2 MiB hugepages reserved on the host.
-    fn hugepages(&self) -> u64;
-}
-
-/// A VFIO container: an IOMMU domain shared by its devices.
-pub trait VfioContainerOps: Send + Sync {
-    /// Opens the function at `sysfs` (its group joins the container).
-    fn open_device(&self, f: &PciFunction) -> Result<Box<dyn VfioDeviceOps>, VfioFailure>;
-
-    /// Maps `len` bytes at `va` at `iova` for every device of the
-    /// container.
-    ///
-    /// # Safety
-    ///
-    /// Until unmapped, the devices may read and write the memory at any
-    /// time: it must stay mapped in the process and only be reached
-    /// through raw pointers (volatile, atomic, or handed to a device), as
-    /// `vfio-ioctls`' `vfio_dma_map` says.
-    unsafe fn dma_map(&self, iova: u64, len: usize, va: *mut u8) -> Result<(), VfioFailure>;
-
-    /// Removes the mapping at `iova`.
-    fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), VfioFailure>;
-
-    /// The IOMMU's page sizes and IOVA ranges (`VFIO_IOMMU_GET_INFO`;
-    /// valid once a device is open).
-    fn iommu_info(&self) -> Result<IommuInfo, VfioFailure>;
 }
 
 /// What [`open_all`] found: the devices to run channels on, the mapper
@@ -206,7 +54,7 @@ pub struct Found {
 
 /// Maps `dev`'s registers: reads where its MSI-X table is (configuration
 /// space) and what VFIO says of BAR0, and maps only the register page
-/// ([`RegionInfo::register_window`]).
+/// ([`RegionInfo::register_window`](crate::env::vfio::RegionInfo::register_window)).
 pub fn map_registers(dev: &dyn VfioDeviceOps) -> Result<Box<dyn Registers>, VfioFailure> {
     let msix = MsixTable::find(|off| dev.config_read16(off)).filter(|t| t.bar == 0);
     let needed = (spec::channel_base(0) + spec::chan::SIZE) as u64;
@@ -215,138 +63,6 @@ pub fn map_registers(dev: &dyn VfioDeviceOps) -> Result<Box<dyn Registers>, Vfio
         .register_window(needed, msix.as_ref().map(|t| &t.table))
         .map_err(VfioFailure::Other)?;
     dev.map_bar(0, window)
-}
-
-/// Why an IOMMU mapping failed and what to do, from the kernel's error
-/// (vfio_iommu_type1's `vfio_dma_do_map` and `vfio_pin_pages_remote`).
-pub fn mapping_failure(e: &VfioFailure, iova: u64, len: usize) -> String {
-    let VfioFailure::Iommu(_, io) = e else {
-        return "check `dmesg` for VFIO errors".into();
-    };
-    match io.raw_os_error() {
-        Some(libc::ENOMEM) => "the locked-memory limit does not cover the DMA memory (VFIO \
-             pins it): raise it (`ulimit -l unlimited`, or LimitMEMLOCK=infinity for a service) \
-             or run as root"
-            .into(),
-        Some(libc::ENOSPC) => "the container has as many mappings as vfio_iommu_type1's \
-             dma_entry_limit allows (65535 by default): raise it (`modprobe vfio_iommu_type1 \
-             dma_entry_limit=N`)"
-            .into(),
-        Some(libc::EINVAL) => format!(
-            "the IOMMU refuses IOVA {iova:#x} + {len:#x}: outside the ranges it can address \
-             (its address width), in a reserved range, or not aligned to its page size"
-        ),
-        Some(libc::EEXIST) => {
-            format!("IOVA {iova:#x} + {len:#x} overlaps a mapping the container already has")
-        }
-        Some(libc::EFAULT) => "the memory is not mapped in the process, or cannot be pinned".into(),
-        Some(libc::EPERM | libc::EACCES) => {
-            "not permitted: run as root, or raise the locked-memory limit".into()
-        }
-        _ => "check `dmesg` for VFIO errors".into(),
-    }
-}
-
-/// Maps DMA regions into a container at IOVAs it allocates from the
-/// ranges the IOMMU can address, and records them in the map the driver
-/// translates through.
-struct ContainerMapper {
-    kind: Kind,
-    container: Arc<dyn VfioContainerOps>,
-    map: Arc<IovaMap>,
-    iovas: Mutex<IovaAllocator>,
-    /// The IOMMU's smallest page.
-    page: u64,
-}
-
-impl ContainerMapper {
-    fn new(
-        kind: Kind,
-        container: Arc<dyn VfioContainerOps>,
-        map: Arc<IovaMap>,
-        info: &IommuInfo,
-    ) -> Self {
-        let page = info.page().max(PAGE);
-        ContainerMapper {
-            kind,
-            iovas: Mutex::new(IovaAllocator::new(&info.usable(), page)),
-            container,
-            map,
-            page,
-        }
-    }
-
-    fn iovas(&self) -> std::sync::MutexGuard<'_, IovaAllocator> {
-        self.iovas.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl DmaMapper for ContainerMapper {
-    unsafe fn map(&self, addr: usize, len: usize) {
-        let size = (len as u64).next_multiple_of(self.page);
-        // The IOVA keeps the address's alignment up to 1 GiB, so that the
-        // IOMMU can map hugepage memory with large pages; any page will do
-        // when no such space is left.
-        let align = (1u64 << addr.trailing_zeros().min(30)).max(self.page);
-        let Some(iova) = ({
-            let mut iovas = self.iovas();
-            iovas
-                .alloc(size, align)
-                .or_else(|| iovas.alloc(size, self.page))
-        }) else {
-            tracing::error!(
-                "{}: cannot map {len} bytes at {addr:#x} into the IOMMU: no IOVA space of \
-                 that size is left in the ranges the IOMMU can address; {} tasks on that \
-                 memory fail with invalid_argument",
-                self.kind.tag,
-                self.kind.what
-            );
-            return;
-        };
-        // SAFETY: `addr..addr + len` is a live DmaRegion, reached only
-        // through raw pointers (DmaRegion's rule); it is unmapped from the
-        // IOMMU (`unmap`, called before the region's munmap) before it goes
-        // (`map`'s contract).
-        match unsafe { self.container.dma_map(iova, len, addr as *mut u8) } {
-            // SAFETY: the IOMMU now maps the region at `iova`, until
-            // `unmap`, which env calls before the region goes (as above).
-            Ok(()) => unsafe {
-                self.map.insert(Window {
-                    va: addr,
-                    len,
-                    iova,
-                })
-            },
-            Err(e) => {
-                self.iovas().free(iova, size);
-                tracing::error!(
-                    "{}: cannot map {len} bytes at {addr:#x} into the IOMMU at IOVA {iova:#x} \
-                     ({e}): {}; {} tasks on that memory fail with invalid_argument",
-                    self.kind.tag,
-                    mapping_failure(&e, iova, len),
-                    self.kind.what
-                );
-            }
-        }
-    }
-
-    fn unmap(&self, addr: usize, len: usize) {
-        let Some(w) = self.map.by_va(addr).filter(|w| w.va == addr) else {
-            return;
-        };
-        self.map.remove(addr, len);
-        match self.container.dma_unmap(w.iova, w.len) {
-            Ok(()) => self
-                .iovas()
-                .free(w.iova, (w.len as u64).next_multiple_of(self.page)),
-            // The IOVA stays taken: the IOMMU may still map it.
-            Err(e) => tracing::error!(
-                "{}: cannot unmap {len} bytes at {addr:#x} (IOVA {:#x}) from the IOMMU: {e}",
-                self.kind.tag,
-                w.iova
-            ),
-        }
-    }
 }
 
 /// What a channel on a VFIO device keeps alive: the device, reset when
@@ -455,19 +171,6 @@ pub fn open_all(root: &SysfsRoot, ops: &dyn VfioOps, wanted: &[String]) -> Found
     }
 }
 
-/// Which module a generic VFIO step works for, as its messages name it.
-#[derive(Debug, Clone, Copy)]
-pub struct Kind {
-    /// The prefix of its notes (`ioat`, `dsa`).
-    pub tag: &'static str,
-    /// The engine by name (`I/OAT`, `DSA`).
-    pub what: &'static str,
-    /// The kernel driver that owns such functions (`ioatdma`, `idxd`).
-    pub kernel_driver: &'static str,
-    /// What to say after the kernel driver's bind note (may be empty).
-    pub kernel_hint: &'static str,
-}
-
 /// I/OAT's kind.
 const IOAT: Kind = Kind {
     tag: "ioat",
@@ -476,928 +179,99 @@ const IOAT: Kind = Kind {
     kernel_hint: "",
 };
 
-/// The generic part of opening VFIO functions, for I/OAT and DSA: notes
-/// for each of `functions` not bound to vfio-pci (with the bind commands),
-/// checks the IOMMU, the hugepages and the container (a note and nothing
-/// opened when one is missing), opens each function bound to vfio-pci in
-/// one container, and calls `each` with it and the [`IovaMap`] its memory
-/// must be translated through; `each` returns what the module makes of it
-/// (or `None`, having pushed a note). The container's [`DmaMapper`] is
-/// made once `each` has accepted a function (an IOMMU domain needs a
-/// device before it takes mappings and says what it can address); it is
-/// returned for the module's creator to register.
-///
-/// Its promise to `each`: the mapper is the only writer of the map; it
-/// puts every window into the container's IOMMU at the window's IOVA
-/// before inserting it, and removes it before unmapping.
-pub fn open_functions<T>(
-    root: &SysfsRoot,
-    ops: &dyn VfioOps,
-    kind: Kind,
-    functions: Vec<PciFunction>,
-    notes: &mut Vec<String>,
-    mut each: impl FnMut(
-        &PciFunction,
-        Arc<dyn VfioDeviceOps>,
-        &Arc<IovaMap>,
-        &mut Vec<String>,
-    ) -> Option<T>,
-) -> (Vec<T>, Option<Arc<dyn DmaMapper>>) {
-    let Kind {
-        tag,
-        what,
-        kernel_driver,
-        kernel_hint,
-    } = kind;
-    let mut hardware = Vec::new();
-    let mut usable = Vec::new();
-    for f in functions {
-        let id = format!("{:04x}:{:04x}", f.vendor, f.device);
-        match f.driver.as_deref() {
-            Some("vfio-pci") => usable.push(f),
-            Some(d) if d == kernel_driver => notes.push(format!(
-                "{tag} {} ({id}): bound to the kernel's {kernel_driver} driver; bind it to \
-                 vfio-pci: {}{kernel_hint}",
-                f.bdf,
-                bind_commands(&f)
-            )),
-            Some(other) => notes.push(format!(
-                "{tag} {} ({id}): bound to driver {other}; bind it to vfio-pci: {}",
-                f.bdf,
-                bind_commands(&f)
-            )),
-            None => notes.push(format!(
-                "{tag} {} ({id}): bound to no driver; bind it to vfio-pci: {}",
-                f.bdf,
-                bind_commands(&f)
-            )),
-        }
-    }
-    if usable.is_empty() {
-        return (hardware, None);
-    }
-    let groups = root.sys.join("kernel/iommu_groups");
-    let iommu_on = std::fs::read_dir(&groups).is_ok_and(|mut d| d.next().is_some());
-    if !iommu_on || usable.iter().all(|f| f.iommu_group.is_none()) {
-        notes.push(format!(
-            "{tag}: the IOMMU is off ({} is empty and the functions have no iommu_group): \
-             enable VT-d in the firmware and boot with `intel_iommu=on iommu=pt`; {what} is \
-             not used",
-            groups.display()
-        ));
-        return (hardware, None);
-    }
-    if ops.hugepages() == 0 {
-        notes.push(format!(
-            "{tag}: no hugepages are reserved; DMA memory for the device must come from \
-             hugepages: reserve some (`echo 1024 > /proc/sys/vm/nr_hugepages`, or \
-             `hugepages=1024` on the kernel command line) and restart; {what} is not used"
-        ));
-        return (hardware, None);
-    }
-    let container = match ops.open_container() {
-        Ok(c) => c,
-        Err(e) => {
-            let todo = match &e {
-                VfioFailure::Container(io) if io.kind() == std::io::ErrorKind::NotFound => {
-                    "load the VFIO driver (`modprobe vfio-pci`)".to_string()
-                }
-                VfioFailure::Container(io) if io.kind() == std::io::ErrorKind::PermissionDenied => {
-                    "run as root, or give this user /dev/vfio/vfio".to_string()
-                }
-                VfioFailure::NoType1 => {
-                    "the kernel's VFIO lacks vfio_iommu_type1 (`modprobe vfio_iommu_type1`)"
-                        .to_string()
-                }
-                _ => "check `dmesg` for VFIO errors".to_string(),
-            };
-            notes.push(format!("{tag}: {e}: {todo}; {what} is not used"));
-            return (hardware, None);
-        }
-    };
-    let map = Arc::new(IovaMap::new());
-    let mut mapper: Option<Arc<dyn DmaMapper>> = None;
-    for f in usable {
-        let Some(group) = f.iommu_group else {
-            notes.push(format!(
-                "{tag} {}: no IOMMU group; enable VT-d and boot with `intel_iommu=on`",
-                f.bdf
-            ));
-            continue;
-        };
-        let dev = match container.open_device(&f) {
-            Ok(d) => d,
-            Err(e) => {
-                let todo = match &e {
-                    VfioFailure::NotViable(g) => format!(
-                        "every device of the group (`ls {}/{g}/devices`) must be bound to \
-                         vfio-pci or to no driver",
-                        groups.display()
-                    ),
-                    VfioFailure::GroupOpen(_, io)
-                        if io.kind() == std::io::ErrorKind::PermissionDenied =>
-                    {
-                        format!(
-                            "run as root, or give this user {}",
-                            root.dev.join("vfio").join(group.to_string()).display()
-                        )
-                    }
-                    VfioFailure::GroupOpen(_, io) if io.raw_os_error() == Some(libc::EBUSY) => {
-                        "another process holds the group; stop it".to_string()
-                    }
-                    _ => "check `dmesg` for VFIO errors".to_string(),
-                };
-                notes.push(format!("{tag} {}: {e}: {todo}; it is not used", f.bdf));
-                continue;
-            }
-        };
-        let dev: Arc<dyn VfioDeviceOps> = Arc::from(dev);
-        let Some(made) = each(&f, dev, &map, notes) else {
-            continue;
-        };
-        // One mapper for the container, made once a device is open (an
-        // IOMMU domain needs a device before it takes mappings and says
-        // what it can address); whoever creates the module registers it.
-        if mapper.is_none() {
-            let info = container.iommu_info().unwrap_or_else(|e| {
-                notes.push(format!(
-                    "{tag}: cannot read the IOMMU's IOVA ranges ({e}); IOVAs are taken from \
-                     {:#x}..={:#x}",
-                    super::iommu_info::FALLBACK_IOVAS.start(),
-                    super::iommu_info::FALLBACK_IOVAS.end()
-                ));
-                IommuInfo {
-                    page_sizes: 0,
-                    iova_ranges: None,
-                }
-            });
-            if info.iova_ranges.is_none() {
-                tracing::info!(
-                    "{tag}: the kernel does not report the IOMMU's IOVA ranges (Linux before \
-                     5.4); IOVAs are taken from {:?}",
-                    super::iommu_info::FALLBACK_IOVAS
-                );
-            }
-            mapper = Some(Arc::new(ContainerMapper::new(
-                kind,
-                container.clone(),
-                map.clone(),
-                &info,
-            )));
-        }
-        hardware.push(made);
-    }
-    (hardware, mapper)
-}
-
-// ---------------------------------------------------------------------------
-// The kernel, through vfio-ioctls
-// ---------------------------------------------------------------------------
-
-/// VFIO through the kernel (`vfio-ioctls`).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemVfio;
-
-impl VfioOps for SystemVfio {
-    fn open_container(&self) -> Result<Arc<dyn VfioContainerOps>, VfioFailure> {
-        match vfio_ioctls::VfioContainer::new(None) {
-            Ok(c) => Ok(Arc::new(SystemContainer(Arc::new(c)))),
-            Err(vfio_ioctls::VfioError::OpenContainer(e)) => Err(VfioFailure::Container(e)),
-            Err(vfio_ioctls::VfioError::VfioExtension) => Err(VfioFailure::NoType1),
-            Err(e) => Err(VfioFailure::Other(format!("the VFIO container: {e}"))),
-        }
-    }
-
-    fn hugepages(&self) -> u64 {
-        crate::env::dma::hugepage_info().map_or(0, |h| h.total)
-    }
-}
-
-struct SystemContainer(Arc<vfio_ioctls::VfioContainer>);
-
-impl VfioContainerOps for SystemContainer {
-    fn open_device(&self, f: &PciFunction) -> Result<Box<dyn VfioDeviceOps>, VfioFailure> {
-        let ops: Arc<dyn vfio_ioctls::VfioOps> = self.0.clone();
-        match vfio_ioctls::VfioDevice::new(&f.path, ops, false) {
-            Ok(d) => Ok(Box::new(SystemDevice(Arc::new(d)))),
-            Err(vfio_ioctls::VfioError::GroupViable) => {
-                Err(VfioFailure::NotViable(f.iommu_group.unwrap_or(0)))
-            }
-            Err(vfio_ioctls::VfioError::OpenGroup(e, _)) => {
-                Err(VfioFailure::GroupOpen(f.iommu_group.unwrap_or(0), e))
-            }
-            Err(e) => Err(VfioFailure::Other(format!("opening the device: {e}"))),
-        }
-    }
-
-    unsafe fn dma_map(&self, iova: u64, len: usize, va: *mut u8) -> Result<(), VfioFailure> {
-        // SAFETY: the caller's contract is vfio_dma_map's.
-        unsafe { self.0.vfio_dma_map(iova, len, va) }.map_err(|e| match e {
-            vfio_ioctls::VfioError::IommuDmaMap(errno) => VfioFailure::Iommu(
-                "VFIO_IOMMU_MAP_DMA",
-                std::io::Error::from_raw_os_error(errno.errno()),
-            ),
-            e => VfioFailure::Other(format!("VFIO_IOMMU_MAP_DMA: {e}")),
-        })
-    }
-
-    fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), VfioFailure> {
-        self.0
-            .vfio_dma_unmap(iova, len)
-            .map_err(|e| VfioFailure::Other(format!("VFIO_IOMMU_UNMAP_DMA: {e}")))
-    }
-
-    fn iommu_info(&self) -> Result<IommuInfo, VfioFailure> {
-        use std::os::fd::AsRawFd;
-        use vfio_bindings::bindings::vfio::{VFIO_BASE, VFIO_TYPE};
-        // VFIO_IOMMU_GET_INFO = _IO(VFIO_TYPE, VFIO_BASE + 12), issued on
-        // the container's fd here because vfio-ioctls (0.10) does not issue
-        // it, and no crate parses its capability chain; QEMU's
-        // `vfio_get_iommu_info` and DPDK's `vfio_get_iommu_info` do the same:
-        // ask with the base size, then again with the size the kernel wants.
-        const GET_INFO: u32 = (VFIO_TYPE as u32) << 8 | (VFIO_BASE + 12);
-        let fd = self.0.as_raw_fd();
-        let mut argsz = super::iommu_info::INFO_SIZE;
-        for _ in 0..2 {
-            // u64 words: the structure's alignment.
-            let mut buf = vec![0u64; argsz.div_ceil(8)];
-            let bytes = buf.len() * 8;
-            // argsz, then flags (0): the first two u32s.
-            let mut head = [0u8; 8];
-            head[..4].copy_from_slice(&(bytes as u32).to_ne_bytes());
-            buf[0] = u64::from_ne_bytes(head);
-            // SAFETY: the container's fd is open (`self.0`); the kernel
-            // writes at most `argsz` bytes into `buf`, which holds them.
-            let rc = unsafe { libc::ioctl(fd, GET_INFO as _, buf.as_mut_ptr()) };
-            if rc != 0 {
-                return Err(VfioFailure::Iommu(
-                    "VFIO_IOMMU_GET_INFO",
-                    std::io::Error::last_os_error(),
-                ));
-            }
-            // SAFETY: `bytes` bytes of `buf`, initialised u64s, viewed as
-            // bytes (no padding, any value valid).
-            let raw = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), bytes) };
-            let wanted = u32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize;
-            if wanted <= bytes {
-                return IommuInfo::parse(raw).ok_or_else(|| {
-                    VfioFailure::Other("VFIO_IOMMU_GET_INFO: a malformed answer".into())
-                });
-            }
-            argsz = wanted;
-        }
-        Err(VfioFailure::Other(
-            "VFIO_IOMMU_GET_INFO: the kernel keeps asking for a larger buffer".into(),
-        ))
-    }
-}
-
-struct SystemDevice(Arc<vfio_ioctls::VfioDevice>);
-
-impl SystemDevice {
-    /// `window` of BAR `index` mmapped from the device fd.
-    fn mmap(&self, index: u32, window: Range<u64>) -> Result<Mmio, VfioFailure> {
-        use std::os::fd::{AsRawFd, BorrowedFd};
-        use vfio_bindings::bindings::vfio::VFIO_PCI_BAR0_REGION_INDEX;
-        if index > 5 {
-            return Err(VfioFailure::Other(format!("no BAR{index}")));
-        }
-        let offset = self.0.get_region_offset(VFIO_PCI_BAR0_REGION_INDEX + index) + window.start;
-        let len = (window.end - window.start) as usize;
-        // SAFETY: the device fd stays open as long as `self.0`, which the
-        // mapping keeps (`Mmio::_dev`).
-        let fd = unsafe { BorrowedFd::borrow_raw(self.0.as_raw_fd()) };
-        // SAFETY: a new shared mapping of `window` of the device's BAR at
-        // an address the kernel picks; it overlaps nothing in use.
-        let ptr = unsafe {
-            rustix::mm::mmap(
-                std::ptr::null_mut(),
-                len,
-                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-                rustix::mm::MapFlags::SHARED,
-                fd,
-                offset,
-            )
-        }
-        .map_err(|e| VfioFailure::Other(format!("mmap of BAR{index}: {e}")))?;
-        let ptr = NonNull::new(ptr.cast())
-            .ok_or_else(|| VfioFailure::Other(format!("mmap of BAR{index}: a null mapping")))?;
-        Ok(Mmio {
-            ptr,
-            bar: index,
-            start: window.start as usize,
-            len,
-            _dev: self.0.clone(),
-        })
-    }
-
-    /// `N` bytes of configuration space at `off` (one access).
-    fn config_read<const N: usize>(&self, off: u64) -> [u8; N] {
-        let mut b = [0u8; N];
-        self.0.region_read(
-            vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX,
-            &mut b,
-            off,
-        );
-        b
-    }
-
-    /// `b` written to configuration space at `off` (one access).
-    fn config_write(&self, off: u64, b: &[u8]) {
-        self.0.region_write(
-            vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX,
-            b,
-            off,
-        );
-    }
-}
-
-impl VfioDeviceOps for SystemDevice {
-    fn config_read16(&self, off: u64) -> u16 {
-        u16::from_le_bytes(self.config_read(off))
-    }
-
-    fn config_write16(&self, off: u64, v: u16) {
-        self.config_write(off, &v.to_le_bytes());
-    }
-
-    fn config_read32(&self, off: u64) -> u32 {
-        u32::from_le_bytes(self.config_read(off))
-    }
-
-    fn config_write32(&self, off: u64, v: u32) {
-        self.config_write(off, &v.to_le_bytes());
-    }
-
-    fn bar_info(&self, index: u32) -> RegionInfo {
-        use vfio_bindings::bindings::vfio::{
-            VFIO_PCI_BAR0_REGION_INDEX, VFIO_REGION_INFO_FLAG_MMAP,
-        };
-        use vfio_ioctls::VfioRegionInfoCap;
-        let idx = VFIO_PCI_BAR0_REGION_INDEX + index;
-        let mut info = RegionInfo {
-            size: self.0.get_region_size(idx),
-            mmap: self.0.get_region_flags(idx) & VFIO_REGION_INFO_FLAG_MMAP != 0,
-            sparse: None,
-            msix_mappable: false,
-        };
-        for cap in self.0.get_region_caps(idx) {
-            match cap {
-                VfioRegionInfoCap::SparseMmap(s) => {
-                    info.sparse = Some(
-                        s.areas
-                            .iter()
-                            .map(|a| a.offset..a.offset + a.size)
-                            .collect(),
-                    )
-                }
-                VfioRegionInfoCap::MsixMappable => info.msix_mappable = true,
-                _ => {}
-            }
-        }
-        info
-    }
-
-    fn map_bar(&self, index: u32, window: Range<u64>) -> Result<Box<dyn Registers>, VfioFailure> {
-        Ok(Box::new(self.mmap(index, window)?))
-    }
-
-    fn map_bar_memory(
-        &self,
-        index: u32,
-        window: Range<u64>,
-    ) -> Result<Box<dyn BarMemory>, VfioFailure> {
-        Ok(Box::new(self.mmap(index, window)?))
-    }
-
-    fn reset(&self) {
-        self.0.reset();
-    }
-}
-
-/// A window of a BAR mapped from a VFIO device: volatile accesses at BAR
-/// offsets inside it only (as [`Registers`]), or its address (as
-/// [`BarMemory`]); unmapped on drop.
-struct Mmio {
-    ptr: NonNull<u8>,
-    /// Which BAR.
-    bar: u32,
-    /// The BAR offset `ptr` maps.
-    start: usize,
-    len: usize,
-    _dev: Arc<vfio_ioctls::VfioDevice>,
-}
-
-// SAFETY: the mapping is device memory reached only through volatile
-// accesses; it lives as long as the value and is not tied to a thread.
-unsafe impl Send for Mmio {}
-// SAFETY: as for `Send`: every access through `&self` is one volatile
-// access of device memory (or, as `BarMemory`, the caller's device stores),
-// which threads may make at once.
-unsafe impl Sync for Mmio {}
-
-impl Mmio {
-    #[inline]
-    fn at<T>(&self, off: usize) -> *mut T {
-        let rel = off.wrapping_sub(self.start);
-        assert!(
-            off >= self.start
-                && rel + size_of::<T>() <= self.len
-                && off.is_multiple_of(align_of::<T>()),
-            "BAR{} access of {} bytes at {off:#x} (mapped: {:#x}..{:#x})",
-            self.bar,
-            size_of::<T>(),
-            self.start,
-            self.start + self.len
-        );
-        // SAFETY: inside the mapped window (asserted).
-        unsafe { self.ptr.as_ptr().add(rel).cast() }
-    }
-}
-
-macro_rules! mmio_rw {
-    ($read:ident, $write:ident, $t:ty) => {
-        fn $read(&self, off: usize) -> $t {
-            let p = self.at::<$t>(off);
-            // SAFETY: an aligned register inside the mapped BAR (`at`).
-            unsafe { p.read_volatile() }
-        }
-        unsafe fn $write(&self, off: usize, v: $t) {
-            let p = self.at::<$t>(off);
-            // SAFETY: an aligned register inside the mapped BAR (`at`);
-            // what the device then does with memory is the caller's
-            // contract (`Registers`).
-            unsafe { p.write_volatile(v) }
-        }
-    };
-}
-
-impl Registers for Mmio {
-    mmio_rw!(read8, write8, u8);
-    mmio_rw!(read16, write16, u16);
-    mmio_rw!(read32, write32, u32);
-    mmio_rw!(read64, write64, u64);
-}
-
-impl BarMemory for Mmio {
-    fn addr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-    fn len(&self) -> usize {
-        self.len
-    }
-}
-
-impl Drop for Mmio {
-    fn drop(&mut self) {
-        // SAFETY: exactly the mapping made in `SystemDevice::mmap`; no
-        // access follows.
-        if let Err(e) = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) } {
-            tracing::warn!("munmap of BAR{} failed: {e}", self.bar);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::path::PathBuf;
+    use std::sync::atomic::Ordering;
 
-    use super::super::PciConfig;
     use super::super::driver::DriverConfig;
-    use super::super::model::{IoatModel, ModelConfig, ModelRegisters, PowerOn};
+    use super::super::model::{IoatModel, ModelConfig, PowerOn};
     use super::super::{Ioat, IoatDevices, IoatOptions};
     use super::*;
     use crate::accel::{Accel, Module, Opcode, conformance};
     use crate::env::dma::register_mapper;
+    use crate::env::vfio::RegionInfo;
+    use crate::env::vfio::fake::{Fail, FakeFunction, FakeSysfs, FakeVfio, MSI_WINDOW};
 
-    /// A sysfs and /dev tree under a temporary directory.
-    struct Tree {
-        root: PathBuf,
+    /// A fake sysfs tree for these tests.
+    fn tree() -> FakeSysfs {
+        FakeSysfs::new("vfio")
     }
 
-    static TREES: AtomicUsize = AtomicUsize::new(0);
-
-    impl Tree {
-        fn new() -> Tree {
-            let root = std::env::temp_dir().join(format!(
-                "io-engine-vfio-{}-{}",
-                std::process::id(),
-                TREES.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = std::fs::remove_dir_all(&root);
-            for d in [
-                "sys/bus/pci/devices",
-                "sys/bus/pci/drivers",
-                "sys/devices/pci0000:00",
-                "sys/kernel/iommu_groups",
-                "dev/vfio",
-            ] {
-                std::fs::create_dir_all(root.join(d)).unwrap();
-            }
-            Tree { root }
-        }
-
-        fn function(
-            &self,
-            bdf: &str,
-            vendor: u16,
-            device: u16,
-            driver: Option<&str>,
-            group: Option<u32>,
-        ) {
-            use std::os::unix::fs::symlink;
-            let dir = self.root.join("sys/devices/pci0000:00").join(bdf);
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("vendor"), format!("{vendor:#06x}\n")).unwrap();
-            std::fs::write(dir.join("device"), format!("{device:#06x}\n")).unwrap();
-            symlink(&dir, self.root.join("sys/bus/pci/devices").join(bdf)).unwrap();
-            if let Some(d) = driver {
-                let drv = self.root.join("sys/bus/pci/drivers").join(d);
-                std::fs::create_dir_all(&drv).unwrap();
-                symlink(&drv, dir.join("driver")).unwrap();
-            }
-            if let Some(g) = group {
-                let gdir = self
-                    .root
-                    .join("sys/kernel/iommu_groups")
-                    .join(g.to_string());
-                std::fs::create_dir_all(gdir.join("devices")).unwrap();
-                symlink(&gdir, dir.join("iommu_group")).unwrap();
-                let _ = std::fs::write(self.root.join("dev/vfio").join(g.to_string()), "");
-            }
-        }
-
-        fn sysfs(&self) -> SysfsRoot {
-            SysfsRoot {
-                sys: self.root.join("sys"),
-                dev: self.root.join("dev"),
-            }
-        }
+    /// VFIO with I/OAT model devices behind it (their config space names
+    /// the device id sysfs gives), translating through the fake's IOMMU.
+    /// By default it acts as a current kernel on an I/OAT function: BAR0 of
+    /// 16 KiB with the MSI-X table at 0x1000 (one entry; `lspci`: "Vector
+    /// table: BAR=0 offset=00001000"), MSIX_MAPPABLE, an IOMMU of 48 bits
+    /// that reports its IOVA ranges.
+    fn ioat_vfio() -> FakeVfio {
+        ioat_vfio_with(ModelConfig::default())
     }
 
-    impl Drop for Tree {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.root);
-        }
-    }
-
-    type Fail = fn() -> VfioFailure;
-
-    /// What the fake kernel did, and the IOMMU its model devices see.
-    #[derive(Default)]
-    struct State {
-        iommu: Arc<IovaMap>,
-        maps: AtomicUsize,
-        unmaps: AtomicUsize,
-        resets: AtomicUsize,
-        config_writes: AtomicUsize,
-        command: Mutex<HashMap<String, u16>>,
-        /// The BAR0 windows mmapped, in order.
-        bar0_maps: Mutex<Vec<Range<u64>>>,
-        /// IOMMU mappings in place: IOVA -> (VA, length).
-        mapped: Mutex<HashMap<u64, (usize, usize)>>,
-        /// Every IOVA mapped so far.
-        iovas: Mutex<Vec<u64>>,
-    }
-
-    /// The x86 interrupt window, which the IOMMU reserves.
-    const MSI_WINDOW: std::ops::RangeInclusive<u64> = 0xfee0_0000..=0xfeef_ffff;
-
-    /// VFIO with I/OAT model devices behind it. By default it acts as a
-    /// current kernel on an I/OAT function: BAR0 of 16 KiB with the MSI-X
-    /// table at 0x1000 (one entry; `lspci`: "Vector table: BAR=0
-    /// offset=00001000"), MSIX_MAPPABLE, an IOMMU of 48 bits that reports
-    /// its IOVA ranges.
-    struct FakeVfio {
-        hugepages: u64,
-        container: Option<Fail>,
-        device: HashMap<&'static str, Fail>,
-        bar0_fails: bool,
-        /// What the model devices behind it report.
-        model: ModelConfig,
-        /// What VFIO says of BAR0; its mmap refuses what such a vfio-pci
-        /// refuses.
-        bar0: RegionInfo,
-        /// The MSI-X table's offset in BAR0 (`None`: no MSI-X capability).
-        msix: Option<u64>,
-        /// The IOMMU's address width: it refuses IOVAs at or above 2^bits.
-        iova_bits: u32,
-        /// Whether VFIO_IOMMU_GET_INFO reports the IOVA ranges.
-        report_iovas: bool,
-        state: Arc<State>,
-    }
-
-    impl FakeVfio {
-        fn new() -> FakeVfio {
-            FakeVfio {
-                hugepages: 512,
-                container: None,
-                device: HashMap::new(),
-                bar0_fails: false,
-                model: ModelConfig::default(),
-                bar0: RegionInfo {
-                    size: 0x4000,
-                    mmap: true,
-                    sparse: None,
-                    msix_mappable: true,
-                },
-                msix: Some(0x1000),
-                iova_bits: 48,
-                report_iovas: true,
-                state: Arc::new(State::default()),
-            }
-        }
-
-        /// vfio-pci before Linux 4.16: no MSIX_MAPPABLE; `sparse` areas
-        /// (4.6 to 4.15: BAR0 but the MSI-X table's page) or none (older:
-        /// any mmap overlapping the table fails).
-        fn old_kernel(sparse: bool) -> FakeVfio {
-            let mut f = FakeVfio::new();
-            f.bar0.msix_mappable = false;
-            if sparse {
-                f.bar0.sparse = Some(vec![0..0x1000, 0x2000..0x4000]);
-            }
-            f
-        }
-    }
-
-    impl VfioOps for FakeVfio {
-        fn open_container(&self) -> Result<Arc<dyn VfioContainerOps>, VfioFailure> {
-            if let Some(f) = self.container {
-                return Err(f());
-            }
-            Ok(Arc::new(FakeContainer {
-                device: self.device.clone(),
-                bar0_fails: self.bar0_fails,
-                model: self.model.clone(),
-                bar0: self.bar0.clone(),
-                msix: self.msix,
-                iova_bits: self.iova_bits,
-                report_iovas: self.report_iovas,
-                state: self.state.clone(),
-            }))
-        }
-        fn hugepages(&self) -> u64 {
-            self.hugepages
-        }
-    }
-
-    struct FakeContainer {
-        device: HashMap<&'static str, Fail>,
-        bar0_fails: bool,
-        model: ModelConfig,
-        bar0: RegionInfo,
-        msix: Option<u64>,
-        iova_bits: u32,
-        report_iovas: bool,
-        state: Arc<State>,
-    }
-
-    fn einval(call: &'static str) -> VfioFailure {
-        VfioFailure::Iommu(call, std::io::Error::from_raw_os_error(libc::EINVAL))
-    }
-
-    impl VfioContainerOps for FakeContainer {
-        fn open_device(&self, f: &PciFunction) -> Result<Box<dyn VfioDeviceOps>, VfioFailure> {
-            if let Some(fail) = self.device.get(f.bdf.as_str()) {
-                return Err(fail());
-            }
-            self.state
-                .command
-                .lock()
-                .unwrap()
-                .entry(f.bdf.clone())
-                .or_insert(0x0002);
-            Ok(Box::new(FakeDevice {
-                bdf: f.bdf.clone(),
-                bar0_fails: self.bar0_fails,
-                bar0: self.bar0.clone(),
-                msix: self.msix,
-                state: self.state.clone(),
-                // The function's config space names its sysfs device id.
-                model: IoatModel::with_map(
-                    ModelConfig {
-                        device_id: f.device,
-                        ..self.model.clone()
-                    },
-                    self.state.iommu.clone(),
-                ),
-            }))
-        }
-
-        /// As vfio_iommu_type1's `vfio_dma_do_map`: EINVAL outside the
-        /// IOVA ranges (`vfio_iommu_iova_dma_valid`), EEXIST on overlap.
-        unsafe fn dma_map(&self, iova: u64, len: usize, va: *mut u8) -> Result<(), VfioFailure> {
-            let last = iova + len as u64 - 1;
-            if last >> self.iova_bits != 0
-                || (iova <= *MSI_WINDOW.end() && *MSI_WINDOW.start() <= last)
-            {
-                return Err(einval("VFIO_IOMMU_MAP_DMA"));
-            }
-            let mut mapped = self.state.mapped.lock().unwrap();
-            if mapped
-                .iter()
-                .any(|(&i, &(_, l))| i <= last && iova < i + l as u64)
-            {
-                return Err(VfioFailure::Iommu(
-                    "VFIO_IOMMU_MAP_DMA",
-                    std::io::Error::from_raw_os_error(libc::EEXIST),
-                ));
-            }
-            mapped.insert(iova, (va as usize, len));
-            self.state.maps.fetch_add(1, Ordering::Relaxed);
-            self.state.iovas.lock().unwrap().push(iova);
-            // SAFETY: dma_map's contract (the memory stays mapped and is
-            // reached through raw pointers until unmapped) is insert's.
-            unsafe {
-                self.state.iommu.insert(Window {
-                    va: va as usize,
-                    len,
-                    iova,
-                })
-            };
-            Ok(())
-        }
-
-        fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), VfioFailure> {
-            let Some((va, l)) = self.state.mapped.lock().unwrap().remove(&iova) else {
-                return Err(einval("VFIO_IOMMU_UNMAP_DMA"));
-            };
-            assert_eq!(l, len, "an unmap of another size than the map");
-            self.state.unmaps.fetch_add(1, Ordering::Relaxed);
-            self.state.iommu.remove(va, len);
-            Ok(())
-        }
-
-        fn iommu_info(&self) -> Result<IommuInfo, VfioFailure> {
-            Ok(IommuInfo {
-                page_sizes: 0x4020_1000,
-                iova_ranges: self.report_iovas.then(|| {
-                    vec![
-                        0..=MSI_WINDOW.start() - 1,
-                        MSI_WINDOW.end() + 1..=(1 << self.iova_bits) - 1,
-                    ]
+    /// As [`ioat_vfio`], its model devices configured as `model` says.
+    fn ioat_vfio_with(model: ModelConfig) -> FakeVfio {
+        let bar0 = RegionInfo {
+            size: 0x4000,
+            mmap: true,
+            sparse: None,
+            msix_mappable: true,
+        };
+        FakeVfio {
+            msix: Some(0x1000),
+            ..FakeVfio::new(
+                vec![bar0],
+                Arc::new(move |f, iommu| {
+                    Arc::new(IoatModel::with_map(
+                        ModelConfig {
+                            device_id: f.device,
+                            ..model.clone()
+                        },
+                        iommu.clone(),
+                    ))
                 }),
-            })
+            )
         }
     }
 
-    struct FakeDevice {
-        bdf: String,
-        bar0_fails: bool,
-        bar0: RegionInfo,
-        msix: Option<u64>,
-        state: Arc<State>,
-        model: IoatModel,
+    /// vfio-pci before Linux 4.16: no MSIX_MAPPABLE; `sparse` areas
+    /// (4.6 to 4.15: BAR0 but the MSI-X table's page) or none (older:
+    /// any mmap overlapping the table fails).
+    fn old_kernel(sparse: bool) -> FakeVfio {
+        let mut f = ioat_vfio();
+        f.bars[0].msix_mappable = false;
+        if sparse {
+            f.bars[0].sparse = Some(vec![0..0x1000, 0x2000..0x4000]);
+        }
+        f
     }
 
-    impl VfioDeviceOps for FakeDevice {
-        // The command register is the fake's (the tests look at it); an
-        // MSI-X capability at 0x80 (as on I/OAT functions) is put in front
-        // of the model device's capability list; the rest of configuration
-        // space is the model device's.
+    /// The model behind a fake device: its configuration space (the fake
+    /// keeps the command register and puts an MSI-X capability at 0x80 in
+    /// front of the model's list) and its registers in BAR0.
+    impl FakeFunction for IoatModel {
         fn config_read16(&self, off: u64) -> u16 {
-            let model = self.model.pci_config();
-            match (off, self.msix) {
-                (spec::PCI_COMMAND, _) => self.state.command.lock().unwrap()[&self.bdf],
-                (spec::PCI_STATUS, Some(_)) => spec::PCI_STATUS_CAP_LIST,
-                (spec::PCI_CAPABILITY_LIST, Some(_)) => 0x80,
-                (0x80, Some(_)) => 0x11 | (model.read16(spec::PCI_CAPABILITY_LIST) & 0xff) << 8,
-                (0x82, Some(_)) => 0,
-                (0x84, Some(t)) => t as u16,
-                (0x86, Some(t)) => (t >> 16) as u16,
-                _ => model.read16(off),
-            }
+            self.pci_config().read16(off)
         }
         fn config_write16(&self, off: u64, v: u16) {
-            if off != spec::PCI_COMMAND {
-                return self.model.pci_config().write16(off, v);
-            }
-            self.state.config_writes.fetch_add(1, Ordering::Relaxed);
-            self.state
-                .command
-                .lock()
-                .unwrap()
-                .insert(self.bdf.clone(), v);
-        }
-        fn config_read32(&self, off: u64) -> u32 {
-            assert_ne!(off, spec::PCI_COMMAND);
-            self.config_read16(off) as u32 | (self.config_read16(off + 2) as u32) << 16
+            self.pci_config().write16(off, v)
         }
         fn config_write32(&self, off: u64, v: u32) {
-            assert_ne!(off, spec::PCI_COMMAND);
-            self.model.pci_config().write32(off, v)
+            self.pci_config().write32(off, v)
         }
-        fn bar_info(&self, index: u32) -> RegionInfo {
-            if index == 0 {
-                self.bar0.clone()
-            } else {
-                RegionInfo::default()
-            }
-        }
-
-        /// As vfio-pci's mmap: EINVAL outside the region, outside the
-        /// sparse areas, or (without MSIX_MAPPABLE) on the MSI-X table's
-        /// page (Linux `vfio_pci_mmap` before 4.16).
-        fn map_bar(
-            &self,
-            index: u32,
-            window: Range<u64>,
-        ) -> Result<Box<dyn Registers>, VfioFailure> {
+        fn registers(&self, index: u32) -> Box<dyn Registers> {
             assert_eq!(index, 0, "I/OAT maps only BAR0");
-            let table_page = self
-                .msix
-                .map(|t| t / 0x1000 * 0x1000..(t + 16).div_ceil(0x1000) * 0x1000);
-            let refused = self.bar0_fails
-                || window.end > self.bar0.size
-                || self.bar0.sparse.as_ref().is_some_and(|areas| {
-                    !areas
-                        .iter()
-                        .any(|a| a.start <= window.start && window.end <= a.end)
-                })
-                || (!self.bar0.msix_mappable
-                    && table_page.is_some_and(|p| p.start < window.end && window.start < p.end));
-            if refused {
-                return Err(VfioFailure::Other("mmap of BAR0: EINVAL".into()));
-            }
-            self.state.bar0_maps.lock().unwrap().push(window.clone());
-            Ok(Box::new(MappedBar0 {
-                regs: self.model.registers(),
-                window,
-            }))
-        }
-        fn map_bar_memory(
-            &self,
-            index: u32,
-            _window: Range<u64>,
-        ) -> Result<Box<dyn BarMemory>, VfioFailure> {
-            panic!("I/OAT maps BAR{index} as memory")
-        }
-        fn reset(&self) {
-            self.state.resets.fetch_add(1, Ordering::Relaxed);
+            Box::new(IoatModel::registers(self))
         }
     }
 
-    /// A model's registers seen through a mapped window of BAR0: an access
-    /// outside it panics, as a real one would fault.
-    struct MappedBar0 {
-        regs: ModelRegisters,
-        window: Range<u64>,
-    }
-
-    impl MappedBar0 {
-        fn check(&self, off: usize, width: usize) -> usize {
-            let (start, end) = (off as u64, (off + width) as u64);
-            assert!(
-                self.window.start <= start && end <= self.window.end,
-                "BAR0 access at {off:#x} outside the mapped {:?}",
-                self.window
-            );
-            off
-        }
-    }
-
-    impl Registers for MappedBar0 {
-        fn read8(&self, off: usize) -> u8 {
-            self.regs.read8(self.check(off, 1))
-        }
-        fn read16(&self, off: usize) -> u16 {
-            self.regs.read16(self.check(off, 2))
-        }
-        fn read32(&self, off: usize) -> u32 {
-            self.regs.read32(self.check(off, 4))
-        }
-        fn read64(&self, off: usize) -> u64 {
-            self.regs.read64(self.check(off, 8))
-        }
-        unsafe fn write8(&self, off: usize, v: u8) {
-            // SAFETY: the caller's contract, passed on.
-            unsafe { self.regs.write8(self.check(off, 1), v) }
-        }
-        unsafe fn write16(&self, off: usize, v: u16) {
-            // SAFETY: the caller's contract, passed on.
-            unsafe { self.regs.write16(self.check(off, 2), v) }
-        }
-        unsafe fn write32(&self, off: usize, v: u32) {
-            // SAFETY: the caller's contract, passed on.
-            unsafe { self.regs.write32(self.check(off, 4), v) }
-        }
-        unsafe fn write64(&self, off: usize, v: u64) {
-            // SAFETY: the caller's contract, passed on.
-            unsafe { self.regs.write64(self.check(off, 8), v) }
-        }
-    }
-
-    fn two_functions() -> Tree {
-        let t = Tree::new();
+    fn two_functions() -> FakeSysfs {
+        let t = tree();
         t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), Some(7));
         t.function("0000:00:04.1", 0x8086, 0x2021, Some("vfio-pci"), Some(8));
         t
     }
 
-    fn notes(t: &Tree, ops: &FakeVfio, wanted: &[&str]) -> (usize, String) {
+    fn notes(t: &FakeSysfs, ops: &FakeVfio, wanted: &[&str]) -> (usize, String) {
         let wanted: Vec<String> = wanted.iter().map(|s| s.to_string()).collect();
         let f = open_all(&t.sysfs(), ops, &wanted);
         (f.hardware.len(), f.notes.join("\n"))
@@ -1405,7 +279,7 @@ mod tests {
 
     #[test]
     fn discovery_reads_vendor_device_driver_and_group() {
-        let t = Tree::new();
+        let t = tree();
         t.function("0000:80:04.3", 0x8086, 0x6f23, Some("ioatdma"), Some(41));
         t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), Some(12));
         t.function("0000:00:1f.2", 0x8086, 0xa102, Some("ahci"), Some(13));
@@ -1429,7 +303,7 @@ mod tests {
 
     #[test]
     fn every_failure_says_what_to_do() {
-        let ops = FakeVfio::new();
+        let ops = ioat_vfio();
         // No sysfs.
         let none = SysfsRoot {
             sys: PathBuf::from("/nonexistent/sys"),
@@ -1439,7 +313,7 @@ mod tests {
         assert!(f.hardware.is_empty());
         assert!(f.notes[0].contains("is sysfs mounted"), "{:?}", f.notes);
         // No I/OAT function.
-        let t = Tree::new();
+        let t = tree();
         t.function("0000:00:1f.2", 0x8086, 0xa102, Some("ahci"), Some(1));
         let (n, s) = notes(&t, &ops, &[]);
         assert_eq!(n, 0);
@@ -1449,7 +323,7 @@ mod tests {
         );
         // Bound to ioatdma, to another driver, to none; a wanted address
         // that is not there.
-        let t = Tree::new();
+        let t = tree();
         t.function("0000:00:04.0", 0x8086, 0x2021, Some("ioatdma"), Some(3));
         t.function("0000:00:04.1", 0x8086, 0x2021, Some("pci-stub"), Some(4));
         t.function("0000:00:04.2", 0x8086, 0x2021, None, Some(5));
@@ -1488,11 +362,11 @@ mod tests {
         );
         // --ioat-devices restricts.
         let t = two_functions();
-        let ops = FakeVfio::new();
+        let ops = ioat_vfio();
         let (n, _) = notes(&t, &ops, &["0000:00:04.1"]);
         assert_eq!(n, 1);
         // The IOMMU is off: no groups.
-        let t = Tree::new();
+        let t = tree();
         t.function("0000:00:04.0", 0x8086, 0x2021, Some("vfio-pci"), None);
         let (n, s) = notes(&t, &ops, &[]);
         assert_eq!(n, 0);
@@ -1504,7 +378,7 @@ mod tests {
         let t = two_functions();
         let ops = FakeVfio {
             hugepages: 0,
-            ..FakeVfio::new()
+            ..ioat_vfio()
         };
         let (n, s) = notes(&t, &ops, &[]);
         assert_eq!(n, 0);
@@ -1526,14 +400,14 @@ mod tests {
         ] {
             let ops = FakeVfio {
                 container: Some(fail),
-                ..FakeVfio::new()
+                ..ioat_vfio()
             };
             let (n, s) = notes(&t, &ops, &[]);
             assert_eq!(n, 0);
             assert!(s.contains(want) && s.contains("I/OAT is not used"), "{s}");
         }
         // A group that is not viable, or not ours to open.
-        let mut ops = FakeVfio::new();
+        let mut ops = ioat_vfio();
         ops.device
             .insert("0000:00:04.0", || VfioFailure::NotViable(7));
         ops.device.insert("0000:00:04.1", || {
@@ -1554,8 +428,8 @@ mod tests {
         );
         // BAR0 that cannot be mapped.
         let ops = FakeVfio {
-            bar0_fails: true,
-            ..FakeVfio::new()
+            bar_fails: true,
+            ..ioat_vfio()
         };
         let (n, s) = notes(&t, &ops, &[]);
         assert_eq!(n, 0);
@@ -1565,7 +439,7 @@ mod tests {
     #[test]
     fn bus_mastering_is_enabled_once() {
         let t = two_functions();
-        let ops = FakeVfio::new();
+        let ops = ioat_vfio();
         ops.state
             .command
             .lock()
@@ -1586,7 +460,7 @@ mod tests {
     #[test]
     fn model_devices_behind_fake_vfio_pass_the_suite() {
         let t = two_functions();
-        let ops = FakeVfio::new();
+        let ops = ioat_vfio();
         let f = open_all(&t.sysfs(), &ops, &[]);
         assert!(f.notes.is_empty(), "{:?}", f.notes);
         let mapper = f.mapper.expect("a container mapper once a device is open");
@@ -1626,14 +500,11 @@ mod tests {
         // in CHANERR_INT: they come up only if the driver clears it through
         // the config region before the reset.
         let t = two_functions();
-        let ops = FakeVfio {
-            model: ModelConfig {
-                cbver: 0x32,
-                power_on: PowerOn::Halted(spec::chanerr::SRC_ADDR),
-                ..ModelConfig::default()
-            },
-            ..FakeVfio::new()
-        };
+        let ops = ioat_vfio_with(ModelConfig {
+            cbver: 0x32,
+            power_on: PowerOn::Halted(spec::chanerr::SRC_ADDR),
+            ..ModelConfig::default()
+        });
         let f = open_all(&t.sysfs(), &ops, &[]);
         let pci: Vec<_> = f.hardware.iter().map(|h| h.pci().device_id()).collect();
         assert_eq!(pci, vec![0x2021, 0x2021], "the device's config space");
@@ -1643,15 +514,9 @@ mod tests {
         let ioat = devices.start(mapping);
         assert_eq!(ioat.channels(), 2, "{:?}", ioat.notes());
         // Turning bus mastering off goes through the command register.
-        let dev = FakeDevice {
-            bdf: "0000:00:04.0".into(),
-            bar0_fails: false,
-            bar0: ops.bar0.clone(),
-            msix: ops.msix,
-            state: ops.state.clone(),
-            model: IoatModel::new(ModelConfig::default()),
-        };
-        let cfg = VfioConfig(Arc::new(dev));
+        let c = ops.open_container().unwrap();
+        let dev = c.open_device(&scan(&t.sysfs()).unwrap()[0]).unwrap();
+        let cfg = VfioConfig(Arc::from(dev));
         cfg.set_bus_master(false);
         assert_eq!(ops.state.command.lock().unwrap()["0000:00:04.0"], 0x0002);
         assert!(!cfg.function_reset(), "a VFIO reset cannot be confirmed");
@@ -1663,22 +528,23 @@ mod tests {
         // the table's page), older (an mmap over the table fails): the
         // register page is mapped on each, and only it.
         for (what, ops) in [
-            ("current", FakeVfio::new()),
-            ("sparse", FakeVfio::old_kernel(true)),
-            ("old", FakeVfio::old_kernel(false)),
+            ("current", ioat_vfio()),
+            ("sparse", old_kernel(true)),
+            ("old", old_kernel(false)),
         ] {
             let t = two_functions();
             let f = open_all(&t.sysfs(), &ops, &[]);
             assert!(f.notes.is_empty(), "{what}: {:?}", f.notes);
             assert_eq!(f.hardware.len(), 2, "{what}");
             assert_eq!(
-                *ops.state.bar0_maps.lock().unwrap(),
-                vec![0..0x1000, 0..0x1000],
+                *ops.state.bar_maps.lock().unwrap(),
+                vec![(0, 0..0x1000), (0, 0..0x1000)],
                 "{what}"
             );
+            assert!(ops.state.memory_maps.lock().unwrap().is_empty(), "{what}");
         }
         // The fake refuses what old vfio-pci refuses.
-        let ops = FakeVfio::old_kernel(false);
+        let ops = old_kernel(false);
         let t = two_functions();
         let f = open_all(&t.sysfs(), &ops, &[]);
         let c = ops.open_container().unwrap();
@@ -1691,7 +557,7 @@ mod tests {
         // the note says why.
         let ops = FakeVfio {
             msix: Some(0x800),
-            ..FakeVfio::old_kernel(false)
+            ..old_kernel(false)
         };
         let (n, s) = notes(&two_functions(), &ops, &[]);
         assert_eq!(n, 0);
@@ -1703,7 +569,7 @@ mod tests {
 
     /// The module on the functions of `t` behind `ops`, its mapper
     /// registered as the binaries do.
-    fn started_behind(t: &Tree, ops: &FakeVfio) -> Ioat {
+    fn started_behind(t: &FakeSysfs, ops: &FakeVfio) -> Ioat {
         let f = open_all(&t.sysfs(), ops, &[]);
         assert!(f.notes.is_empty(), "{:?}", f.notes);
         let devices = IoatDevices::new(
@@ -1723,7 +589,7 @@ mod tests {
         let t = two_functions();
         let ops = FakeVfio {
             iova_bits: 39,
-            ..FakeVfio::new()
+            ..ioat_vfio()
         };
         let ioat = Arc::new(started_behind(&t, &ops));
         assert_eq!(ioat.channels(), 2, "{:?}", ioat.notes());
@@ -1760,7 +626,7 @@ mod tests {
             let ops = FakeVfio {
                 iova_bits: bits,
                 report_iovas: report,
-                ..FakeVfio::new()
+                ..ioat_vfio()
             };
             let ioat = started_behind(&t, &ops);
             assert_eq!(ioat.channels(), 2, "{bits}: {:?}", ioat.notes());

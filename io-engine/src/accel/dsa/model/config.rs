@@ -10,7 +10,7 @@ use crate::accel::dsa::spec::{self, opcode};
 /// The default distance between a region's virtual address and its IOVA
 /// in the model's address space (2^47, above every user-space address on
 /// x86_64): a driver that puts a virtual address in a descriptor instead
-/// of the address [`DmaMemory`](crate::accel::ioat::DmaMemory) gives hits
+/// of the address [`DmaMemory`](crate::env::dma::DmaMemory) gives hits
 /// no mapped memory and gets a page fault.
 pub const IOVA_OFFSET: u64 = 1 << 47;
 
@@ -70,19 +70,9 @@ pub struct ModelConfig {
     pub spin: Duration,
 }
 
-/// The operations the model implements.
-pub const IMPLEMENTED: &[u8] = &[
-    opcode::NOOP,
-    opcode::BATCH,
-    opcode::DRAIN,
-    opcode::MEMMOVE,
-    opcode::MEMFILL,
-    opcode::COMPARE,
-    opcode::COMPVAL,
-    opcode::DUALCAST,
-    opcode::CRCGEN,
-    opcode::COPY_CRC,
-];
+/// The operations the model implements: those of DSA 1.0 the engine
+/// drives.
+pub const IMPLEMENTED: &[u8] = opcode::DSA1;
 
 impl Default for ModelConfig {
     fn default() -> Self {

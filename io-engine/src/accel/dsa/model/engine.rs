@@ -12,8 +12,8 @@ use super::config::IMPLEMENTED;
 use super::counters::{Counters, Violation};
 use super::shared::{Queued, Shared};
 use crate::accel::dsa::spec::{self, Descriptor, comp, flags, opcode, pasid, status};
-use crate::accel::ioat::IovaGuard;
 use crate::accel::software::kernels::crc32c_update;
+use crate::env::dma::IovaGuard;
 
 /// Bytes the engine moves or reads in one piece (bounds its scratch).
 const PIECE: u64 = 64 << 10;

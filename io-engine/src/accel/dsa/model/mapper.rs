@@ -5,8 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::accel::ioat::{IovaMap, Window};
-use crate::env::dma::DmaMapper;
+use crate::env::dma::{DmaMapper, IovaMap, Window};
 
 /// Maps every DMA region into an [`IovaMap`] at IOVA = virtual address +
 /// `offset`.

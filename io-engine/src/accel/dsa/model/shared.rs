@@ -16,7 +16,7 @@ use super::counters::{Counters, Violation};
 use super::faults::Faults;
 use crate::accel::dsa::portal::WqInfo;
 use crate::accel::dsa::spec::{Descriptor, flags, opcode, status};
-use crate::accel::ioat::{IovaMap, MappedMemory};
+use crate::env::dma::{IovaMap, MappedMemory};
 
 /// A descriptor the device took, with (for a batch) its list as read at
 /// submission.

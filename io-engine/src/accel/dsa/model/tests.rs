@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::accel::dsa::portal::{Retry, WqMode};
 use crate::accel::dsa::spec::{self, Descriptor, comp, flags, opcode, status};
-use crate::accel::ioat::{DmaBuffer, Window};
 use crate::accel::software::kernels::crc32c_update;
+use crate::env::dma::{DmaBuffer, Window};
 use crate::env::dma::{MapperRegistration, register_mapper};
 
 /// A model device with its mapper registered, and its first WQ.

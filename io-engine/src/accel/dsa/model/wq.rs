@@ -14,7 +14,7 @@ use super::engine::{check_stale, read_list};
 use super::shared::{Queued, Shared};
 use crate::accel::dsa::portal::{Retry, WorkQueue, WqInfo, WqMode};
 use crate::accel::dsa::spec::{self, Descriptor, opcode};
-use crate::accel::ioat::{DmaMemory, MappedMemory};
+use crate::env::dma::{DmaMemory, MappedMemory};
 
 /// One work queue of a model device.
 #[derive(Clone)]

@@ -11,12 +11,13 @@ use super::super::IoatChannel;
 use super::super::channel_pool::ChannelPool;
 use super::super::driver::{Channel, DriverConfig, StartError};
 use super::super::model::{IoatModel, ModelConfig, ModelHandle, PowerOn};
+use super::super::model_hardware;
 use super::super::spec::{self, chan, chancmd, chanerr};
-use super::super::{PciConfig, Registers, find_capability, model_hardware};
 use super::{accel_of, batch_results, cfg, mapped, one};
 use crate::accel::conformance::Arena;
 use crate::accel::{Completion, ModuleChannel, Opcode, Status, Task, TaskId};
 use crate::env::dma::{DmaRegion, HugepagePolicy, register_mapper};
+use crate::env::vfio::{PciConfig, Registers, find_capability};
 
 /// Driver settings that give up on a bring-up step soon (the old code's
 /// failures end quickly) but not before a loaded machine's model thread
@@ -374,7 +375,7 @@ struct Stuck {
     h: ModelHandle,
     ring: u64,
     _bufs: DmaRegion,
-    map: Arc<super::super::IovaMap>,
+    map: Arc<crate::env::dma::IovaMap>,
     _mapping: crate::env::dma::MapperRegistration,
 }
 

@@ -12,19 +12,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::IdentityMapper;
 use super::driver::{Channel, DriverConfig, Hardware, StartError};
 use super::model::{Corruption, IoatModel, ModelConfig, ModelHandle};
 use super::spec::{self, chan, chancmd, chanctrl, chanerr, chansts, control, desc, op};
-use super::{DmaBuffer, DmaMemory, IdentityMapper, IovaMap, MappedMemory, Window};
 use super::{Ioat, IoatDevices, model_hardware};
 use crate::accel::conformance::{self, Arena, Recorder};
 use crate::accel::{Accel, AccelChannel, Completion, Module, Opcode, Status};
-use crate::env::dma::{DmaRegion, HugepagePolicy, MapperRegistration, register_mapper};
+use crate::env::dma::{
+    DmaBuffer, DmaMemory, DmaRegion, HugepagePolicy, IovaMap, MappedMemory, MapperRegistration,
+    Window, register_mapper,
+};
+use crate::env::vfio::{PCI_CAPABILITY_LIST, PCI_DEVICE_ID, PCI_STATUS};
 
 mod bringup;
 mod completion;
 mod lifetimes;
-mod vfio_mapping;
 
 fn cfg(ring: u32) -> DriverConfig {
     DriverConfig {
@@ -106,13 +109,13 @@ fn bring_up_follows_the_reference_sequence() {
         (false, false, spec::DMACAPABILITY, None),
         (false, false, spec::XFERCAP, None),
         // Relaxed ordering off (Linux `ioat3_dma_probe`), read back.
-        (true, false, spec::PCI_STATUS as usize, None),
-        (true, false, spec::PCI_CAPABILITY_LIST as usize, None),
+        (true, false, PCI_STATUS as usize, None),
+        (true, false, PCI_CAPABILITY_LIST as usize, None),
         (true, false, 0x40, None),
         (true, false, devctl, None),
         (true, true, devctl, Some(0x2800)),
         (true, false, devctl, None),
-        (true, false, spec::PCI_DEVICE_ID as usize, None),
+        (true, false, PCI_DEVICE_ID as usize, None),
         (false, false, c + chan::CHANSTS, None),
         (
             false,
@@ -243,7 +246,7 @@ fn bring_up_refuses_old_versions_bad_xfercap_and_bad_rings() {
 fn a_device_that_never_resets_times_out_with_a_message() {
     // Registers that ignore every write: CHANCMD's reset bit never clears.
     struct Stuck;
-    impl super::Registers for Stuck {
+    impl crate::env::vfio::Registers for Stuck {
         fn read8(&self, off: usize) -> u8 {
             match off {
                 spec::CBVER => 0x33,
@@ -1057,7 +1060,7 @@ impl Bench {
         let _mapping = register_mapper(m.mapper());
         let r = DmaRegion::alloc_with(2 << 20, HugepagePolicy::Never).unwrap();
         let b = Bench { m, r, _mapping };
-        use super::Registers;
+        use crate::env::vfio::Registers;
         let c = spec::channel_base(0);
         b.write(8, c + chan::CHANCMD, chancmd::RESET.into());
         b.wait(|regs| regs.read8(c + chan::CHANCMD) == 0);
@@ -1069,7 +1072,7 @@ impl Bench {
 
     /// A `width`-bit register write to the bench's model.
     fn write(&self, width: u32, off: usize, v: u64) {
-        use super::Registers;
+        use crate::env::vfio::Registers;
         let regs = self.m.registers();
         // SAFETY: the model reaches only the windows of its map, the live
         // DMA regions its mapper was told of: here `self.r`, which the
@@ -1113,7 +1116,7 @@ impl Bench {
     }
 
     fn ring(&self, count: u16) -> (u64, u32) {
-        use super::Registers;
+        use crate::env::vfio::Registers;
         let c = spec::channel_base(0);
         let before = self.m.counters();
         self.write(16, c + chan::DMACOUNT, count.into());
@@ -1264,7 +1267,7 @@ fn the_model_halts_with_the_matching_chanerr_bits() {
         assert_eq!(b.m.counters().halts, 1);
     }
     // A bad chain address, a bad completion address, a bad command.
-    use super::Registers;
+    use crate::env::vfio::Registers;
     let c = spec::channel_base(0);
     let b = Bench::new();
     b.write(64, c + chan::CHAINADDR, b.iova(0) + 4);
@@ -1294,7 +1297,7 @@ fn the_model_halts_with_the_matching_chanerr_bits() {
 
 #[test]
 fn the_model_suspends_resumes_and_reports_its_registers() {
-    use super::Registers;
+    use crate::env::vfio::Registers;
     let b = Bench::new();
     let r = b.m.registers();
     let c = spec::channel_base(0);
@@ -1438,4 +1441,17 @@ fn out_of_bounds_access_panics() {
     let _h = register_mapper(Arc::new(IdentityMapper(map.clone())));
     let b = MappedMemory::new(map).alloc(64).unwrap();
     b.read_u64(b.len());
+}
+
+#[test]
+fn a_build_without_the_model_refuses_ioat_model_naming_the_feature() {
+    use super::args::model_channels;
+    assert_eq!(model_channels("2", true), Ok(2));
+    assert_eq!(model_channels("0", false), Ok(0), "the default stays valid");
+    let e = model_channels("2", false).unwrap_err();
+    assert!(
+        e.contains("--ioat-model") && e.contains("`ioat-model` cargo feature"),
+        "{e}"
+    );
+    assert!(model_channels("x", true).is_err());
 }

@@ -1,10 +1,11 @@
-//! [`Registers`]: the seam through which the channel driver reaches a
-//! device's registers (the VFIO backend's mapped BAR0, the model's register
-//! file).
+//! [`Registers`]: the seam through which a driver reaches a device's
+//! registers (a BAR window mapped through VFIO, a device model's register
+//! file): I/OAT's channel registers, a DSA function's BAR0.
 //!
-//! Thread: the reactor that owns the channel.
+//! Thread: the thread holding the device (for I/OAT, the reactor that
+//! owns the channel).
 
-/// Volatile access to a device's registers at BAR0 offsets.
+/// Volatile access to a device's registers at BAR offsets.
 ///
 /// Reads may have side effects on a device; every call is one access of
 /// that width, in program order. Reads are safe: at worst they change the
@@ -14,9 +15,10 @@
 /// # Safety (of every write)
 ///
 /// A write may start the device's DMA. The caller guarantees that every
-/// descriptor the device can reach after the write (from CHAINADDR, the
-/// `next` links, up to DMACOUNT) names only memory the caller owns (source,
-/// destination, the next descriptor, the completion word at CHANCMP), and
+/// descriptor the device can reach after the write (for I/OAT: from
+/// CHAINADDR, the `next` links, up to DMACOUNT) names only memory the
+/// caller owns (source, destination, the next descriptor, the completion
+/// word at CHANCMP), and
 /// that this memory stays valid, and is reached by the caller only through
 /// raw pointers (volatile, atomic), until the device is proven stopped
 /// (halted, suspended or reset, as read back from the device).

@@ -1,8 +1,8 @@
-//! [`DmaBuffer`]: device-visible memory the I/OAT driver owns (the
-//! descriptor ring, the completion word), a view of a
-//! [`DmaSlice`](crate::env::dma::DmaSlice) reached only through atomic
-//! accessors, never through `&`/`&mut` references, since the device may
-//! access it at any time. Every access is atomic (relaxed, or
+//! [`DmaBuffer`]: device-visible memory a driver owns (I/OAT's descriptor
+//! ring and completion word, DSA's descriptors and completion records), a
+//! view of a [`DmaSlice`] reached only through atomic accessors, never
+//! through `&`/`&mut` references, since the device may access it at any
+//! time. Every access is atomic (relaxed, or
 //! acquire/release where it orders other memory), so a `DmaBuffer` shared
 //! between threads (it is `Sync`) races with nothing, in the language's
 //! model as on the hardware.
@@ -13,10 +13,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::env::dma::{DmaRegion, DmaSlice};
+use super::region::DmaRegion;
+use super::slice::DmaSlice;
 
-/// Device-visible memory the driver owns (the descriptor ring, the
-/// completion word), reached only through atomic accessors.
+/// Device-visible memory the driver owns (a descriptor ring, a completion
+/// word or record), reached only through atomic accessors.
 ///
 /// It shares the region slice of a pool's `DmaChunk` (a range of a
 /// `DmaRegion`, its IOVA, the bounds checks), but not its contract: a chunk

@@ -1,11 +1,12 @@
-//! [`RegionInfo`]: what VFIO says of a device region (BAR0), and the pure
+//! [`RegionInfo`]: what VFIO says of a device region (a BAR), and the pure
 //! decision of which part of BAR0 to map for the registers.
 //!
 //! Thread: the thread that opens the devices (the engine's main thread).
 
 use std::ops::Range;
 
-/// The page size of the mappings (I/OAT exists on x86-64 only: 4 KiB).
+/// The page size of the mappings (I/OAT and DSA exist on x86-64 only:
+/// 4 KiB).
 pub const PAGE: u64 = 4096;
 
 /// A device region as `VFIO_DEVICE_GET_REGION_INFO` describes it.

@@ -1,13 +1,27 @@
-//! [`PciConfig`]: the seam through which the channel driver reaches its
-//! function's PCI configuration space (the VFIO device's config region, the
-//! model's config space): CHANERR_INT, the PCI Express Device Control
-//! register, and the means to stop the function's DMA when a channel reset
-//! does not complete.
+//! [`PciConfig`]: the seam through which a driver reaches its function's
+//! PCI configuration space (the VFIO device's config region, a model's
+//! config space): bus mastering, the capability list, and for I/OAT's
+//! channel driver CHANERR_INT, the PCI Express Device Control register and
+//! the means to stop the function's DMA when a channel reset does not
+//! complete; with the offsets of the header's registers every function
+//! has (`PCI_COMMAND`, ...).
 //!
-//! Thread: the thread that holds the channel (the one that starts it, then
-//! the reactor that uses it).
+//! Thread: the thread that holds the device (for I/OAT, the one that
+//! starts the channel, then the reactor that uses it).
 
-use super::spec;
+/// The device id's offset in configuration space (16 bits).
+pub const PCI_DEVICE_ID: u64 = 0x02;
+/// The command register's offset in configuration space (16 bits).
+pub const PCI_COMMAND: u64 = 0x04;
+/// The command register's bus-master-enable bit.
+pub const PCI_COMMAND_BUS_MASTER: u16 = 1 << 2;
+/// The status register's offset in configuration space (16 bits).
+pub const PCI_STATUS: u64 = 0x06;
+/// The status register's "capabilities list" bit.
+pub const PCI_STATUS_CAP_LIST: u16 = 1 << 4;
+/// Where the first capability's offset sits (8 bits; the low two bits are
+/// reserved).
+pub const PCI_CAPABILITY_LIST: u64 = 0x34;
 
 /// A PCI function's configuration space.
 ///
@@ -25,7 +39,7 @@ pub trait PciConfig: Send {
 
     /// The function's device id.
     fn device_id(&self) -> u16 {
-        self.read16(spec::PCI_DEVICE_ID)
+        self.read16(PCI_DEVICE_ID)
     }
 
     /// Resets the whole function (a function-level reset), which stops its
@@ -36,14 +50,14 @@ pub trait PciConfig: Send {
     /// Sets or clears bus master enable in the command register; the
     /// caller reads it back to see whether it took.
     fn set_bus_master(&self, on: bool) {
-        let cmd = self.read16(spec::PCI_COMMAND);
+        let cmd = self.read16(PCI_COMMAND);
         let want = if on {
-            cmd | spec::PCI_COMMAND_BUS_MASTER
+            cmd | PCI_COMMAND_BUS_MASTER
         } else {
-            cmd & !spec::PCI_COMMAND_BUS_MASTER
+            cmd & !PCI_COMMAND_BUS_MASTER
         };
         if want != cmd {
-            self.write16(spec::PCI_COMMAND, want);
+            self.write16(PCI_COMMAND, want);
         }
     }
 }
@@ -59,10 +73,10 @@ pub fn find_capability(cfg: &dyn PciConfig, id: u8) -> Option<u64> {
 /// of Linux `pci_find_capability`, bounded as its `PCI_FIND_CAP_TTL` bounds
 /// it (a looping list ends the walk).
 pub fn find_capability_with(read16: impl Fn(u64) -> u16, id: u8) -> Option<u64> {
-    if read16(spec::PCI_STATUS) & spec::PCI_STATUS_CAP_LIST == 0 {
+    if read16(PCI_STATUS) & PCI_STATUS_CAP_LIST == 0 {
         return None;
     }
-    let mut at = (read16(spec::PCI_CAPABILITY_LIST) & 0xfc) as u64;
+    let mut at = (read16(PCI_CAPABILITY_LIST) & 0xfc) as u64;
     for _ in 0..48 {
         if at < 0x40 {
             return None;

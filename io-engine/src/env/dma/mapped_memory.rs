@@ -1,7 +1,7 @@
 //! [`MappedMemory`]: [`DmaMemory`] over an [`IovaMap`] that a registered
 //! mapper keeps in step with the process's DMA regions.
 //!
-//! Thread: shared by the reactor that owns the channel and the model's
+//! Thread: shared by the reactor that owns the channel and a model's
 //! device thread; allocations happen on the reactor (ring bring-up).
 
 use std::sync::Arc;
@@ -9,13 +9,13 @@ use std::sync::Arc;
 use super::dma_buffer::DmaBuffer;
 use super::dma_memory::DmaMemory;
 use super::iova_map::IovaMap;
+use super::region::DmaRegion;
 use super::window::Window;
-use crate::env::dma::DmaRegion;
 
 /// [`DmaMemory`] over an [`IovaMap`] that a mapper keeps in step with the
 /// process's DMA regions: allocations are [`DmaRegion`]s (which the mapper
-/// makes visible as they are made), translations are map lookups. Both the
-/// VFIO backend and the device model use it.
+/// makes visible as they are made), translations are map lookups. The
+/// VFIO backends and the device models use it.
 #[derive(Debug, Clone)]
 pub struct MappedMemory {
     map: Arc<IovaMap>,

@@ -1,5 +1,5 @@
-//! [`DmaMemory`]: the seam through which the channel driver gets memory the
-//! device may access and the IOVA of any buffer.
+//! [`DmaMemory`]: the seam through which a driver (I/OAT's channel, DSA's)
+//! gets memory the device may access and the IOVA of any buffer.
 //!
 //! Thread: the reactor that owns the channel; implementations are shared
 //! with the thread that maps DMA regions.

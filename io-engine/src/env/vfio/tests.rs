@@ -1,12 +1,11 @@
-//! Tests of the VFIO backend's pure decisions: which part of BAR0 to map
+//! Tests of the VFIO plumbing's pure decisions: which part of BAR0 to map
 //! (around the MSI-X table), where the MSI-X table is, the IOVA allocator,
 //! the parsing of `VFIO_IOMMU_GET_INFO`, and what a failed IOMMU mapping
-//! tells the operator. (The fake VFIO backend's tests, which need the fake,
-//! are in `vfio.rs`.)
+//! tells the operator. (The tests of opening functions behind the fake
+//! VFIO are the modules': `accel::ioat::vfio`, `accel::dsa::vfio`.)
 
-use super::super::iommu_info::{FALLBACK_IOVAS, INFO_SIZE};
-use super::super::vfio::{VfioFailure, mapping_failure};
-use super::super::{IommuInfo, IovaAllocator, MsixTable, RegionInfo};
+use super::iommu_info::{FALLBACK_IOVAS, INFO_SIZE};
+use super::{IommuInfo, IovaAllocator, MsixTable, RegionInfo, VfioFailure, mapping_failure};
 
 const REGS: u64 = 0x100;
 
@@ -298,17 +297,4 @@ fn a_failed_mapping_names_its_real_cause() {
     assert!(says(libc::EEXIST).contains("overlaps"));
     assert!(says(libc::EFAULT).contains("not mapped in the process"));
     assert!(mapping_failure(&VfioFailure::Other("x".into()), 0, 1).contains("dmesg"));
-}
-
-#[test]
-fn a_build_without_the_model_refuses_ioat_model_naming_the_feature() {
-    use super::super::args::model_channels;
-    assert_eq!(model_channels("2", true), Ok(2));
-    assert_eq!(model_channels("0", false), Ok(0), "the default stays valid");
-    let e = model_channels("2", false).unwrap_err();
-    assert!(
-        e.contains("--ioat-model") && e.contains("`ioat-model` cargo feature"),
-        "{e}"
-    );
-    assert!(model_channels("x", true).is_err());
 }
