@@ -47,6 +47,7 @@
 //! [`software::kernels`].
 
 mod assignment;
+mod bump;
 mod channel;
 mod completion;
 #[cfg(test)]
@@ -75,6 +76,7 @@ mod task;
 mod tests;
 
 pub use assignment::Assignment;
+pub(crate) use bump::bump;
 pub use channel::{AccelChannel, Batch, Queue, Reaped};
 pub use completion::Completion;
 pub use drain::{OFFLOAD_DRAIN_TIMEOUT, poll_until};

@@ -67,7 +67,7 @@ use std::time::Duration;
 use super::portal::{WorkQueue, WqMode};
 use super::spec::{self, COMPLETION_SIZE, DESC_SIZE, Descriptor, comp, flags, opcode, status};
 use crate::accel::ioat::{DmaBuffer, Window};
-use crate::accel::{Completion, IoVec, Opcode, Placement, Sources, Status, Task, TaskId};
+use crate::accel::{Completion, IoVec, Opcode, Placement, Sources, Status, Task, TaskId, bump};
 use crate::env::tsc;
 
 /// Whether a failed status means the descriptor itself was malformed
@@ -176,12 +176,6 @@ pub struct DriverCounters {
     pub touched: AtomicU64,
     /// Slots that timed out.
     pub timeouts: AtomicU64,
-}
-
-#[inline]
-fn bump(c: &AtomicU64, n: u64) {
-    // One writer: the channel's thread.
-    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
 }
 
 /// One accel task as the driver keeps it until it completes: a cursor

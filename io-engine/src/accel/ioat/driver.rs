@@ -114,7 +114,7 @@ use super::pci_config::{PciConfig, find_capability};
 use super::registers::Registers;
 use super::spec::{self, chan, chancmd, chanctrl, chansts, control, desc, op};
 use super::window::Window;
-use crate::accel::{Completion, Opcode, Status, Task, TaskId};
+use crate::accel::{Completion, Opcode, Status, Task, TaskId, bump};
 use crate::env::tsc;
 
 /// How a channel is run.
@@ -310,12 +310,6 @@ pub struct DriverCounters {
     pub starts: AtomicU64,
     /// Times a request waited in the backlog for ring space.
     pub ring_full: AtomicU64,
-}
-
-#[inline]
-fn bump(c: &AtomicU64, n: u64) {
-    // One writer: the channel's thread.
-    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
 }
 
 /// A device a channel runs on: its registers, its configuration space and
