@@ -68,6 +68,7 @@ use super::portal::{WorkQueue, WqMode};
 use super::spec::{self, COMPLETION_SIZE, DESC_SIZE, Descriptor, comp, flags, opcode, status};
 use crate::accel::ioat::{DmaBuffer, Window};
 use crate::accel::{Completion, IoVec, Opcode, Placement, Sources, Status, Task, TaskId, bump};
+use crate::env::dma::MapperRegistration;
 use crate::env::tsc;
 
 /// Whether a failed status means the descriptor itself was malformed
@@ -122,6 +123,32 @@ pub struct Hardware {
     /// Whatever must live as long as the channel (a mapped portal, a
     /// model, the registration of its mapper).
     pub keep: Option<Box<dyn std::any::Any + Send>>,
+}
+
+impl Hardware {
+    /// Keeps `later` alive with the work queue too, dropped after what it
+    /// already keeps (the device first, then, say, the registration of the
+    /// mapper that keeps its memory mapped).
+    pub fn keep_also(&mut self, later: impl std::any::Any + Send) {
+        self.keep = Some(Box::new((self.keep.take(), later)));
+    }
+
+    /// Each of `hardware`, keeping `mapping` (the registration of the
+    /// mapper that makes DMA memory visible to it) after what it already
+    /// keeps: the memory stays mapped while any of them is in use.
+    pub fn all_keeping(
+        hardware: impl IntoIterator<Item = Hardware>,
+        mapping: MapperRegistration,
+    ) -> Vec<Hardware> {
+        let mapping = Arc::new(mapping);
+        hardware
+            .into_iter()
+            .map(|mut h| {
+                h.keep_also(mapping.clone());
+                h
+            })
+            .collect()
+    }
 }
 
 /// The DSA opcode an accel opcode runs as.

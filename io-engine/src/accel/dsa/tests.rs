@@ -22,7 +22,7 @@ use super::spec::{Descriptor, opcode};
 use super::{Dsa, NAME};
 use crate::accel::conformance::{self, Arena, Recorder, reference_crc32c, scribble};
 use crate::accel::ioat::DmaMemory;
-use crate::accel::{Accel, Completion, IoVec, Module, Opcode, Status};
+use crate::accel::{Accel, Completion, IoVec, Module, Opcode, Status, model_count};
 use crate::env::dma::{MapperRegistration, register_mapper};
 
 /// A module on the model's work queues, with the mapper registered (kept
@@ -165,9 +165,14 @@ fn the_flags_make_model_work_queues() {
 
 #[test]
 fn model_wqs_are_refused_without_the_feature() {
-    assert!(super::args::model_wqs("2", false).is_err());
-    assert_eq!(super::args::model_wqs("0", false), Ok(0));
-    assert_eq!(super::args::model_wqs("3", true), Ok(3));
+    let model_wqs = |s, built_in| model_count(s, built_in, super::args::MODEL_NOT_BUILT);
+    let e = model_wqs("2", false).unwrap_err();
+    assert!(
+        e.contains("--dsa-model") && e.contains("`dsa-model` cargo feature"),
+        "{e}"
+    );
+    assert_eq!(model_wqs("0", false), Ok(0));
+    assert_eq!(model_wqs("3", true), Ok(3));
 }
 
 // ---------------------------------------------------------------------------

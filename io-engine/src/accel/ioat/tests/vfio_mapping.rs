@@ -302,7 +302,9 @@ fn a_failed_mapping_names_its_real_cause() {
 
 #[test]
 fn a_build_without_the_model_refuses_ioat_model_naming_the_feature() {
-    use super::super::args::model_channels;
+    use super::super::devices::MODEL_NOT_BUILT;
+    use crate::accel::model_count;
+    let model_channels = |s, built_in| model_count(s, built_in, MODEL_NOT_BUILT);
     assert_eq!(model_channels("2", true), Ok(2));
     assert_eq!(model_channels("0", false), Ok(0), "the default stays valid");
     let e = model_channels("2", false).unwrap_err();
