@@ -33,7 +33,7 @@
 //! - [`Dsa`] (the module, its work queues' channels in a
 //!   [`HardwarePool`](crate::accel::HardwarePool): the driver's channel is
 //!   a [`HardwareChannel`](crate::accel::HardwareChannel)), [`DsaArgs`]
-//!   (the flags).
+//!   (the flags), [`Totals`] (the channels' driver counters summed).
 //!
 //! One work queue per reactor while they last, as SPDK's kernel-mode idxd
 //! gives each thread a channel; a reactor that finds none left runs on
@@ -51,10 +51,12 @@ mod args;
 #[cfg(any(test, feature = "dsa-model"))]
 mod devices;
 mod module;
+mod totals;
 
 #[cfg(test)]
 mod tests;
 
 pub use args::DsaArgs;
-pub use module::{Dsa, NAME, Totals};
+pub use module::{Dsa, NAME};
 pub use portal::{Portal, Retry, WorkQueue, WqInfo, WqMode};
+pub use totals::Totals;

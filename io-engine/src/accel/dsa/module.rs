@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::driver::{Channel, DriverConfig, DriverCounters, Hardware, MAX_REQUEST};
+use super::totals::Totals;
 use crate::accel::{
     Completion, HardwareChannel, HardwarePool, Module, ModuleChannel, Opcode, Task, TaskId,
     human_bytes,
@@ -17,36 +18,6 @@ use crate::accel::{
 
 /// The module's name, as in `--accel-assign copy=dsa` and metrics.
 pub const NAME: &str = "dsa";
-
-/// Sums of the driver counters of every channel.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Totals {
-    /// Work descriptors written.
-    pub descriptors: u64,
-    /// Portal writes accepted (one per submission: a batch or a lone
-    /// descriptor).
-    pub portal_writes: u64,
-    /// Batch descriptors among them.
-    pub batches: u64,
-    /// ENQCMD "retry" answers.
-    pub retries: u64,
-    /// Requests that succeeded.
-    pub completed: u64,
-    /// Requests failed with an engine error.
-    pub failed: u64,
-    /// Requests refused.
-    pub invalid: u64,
-    /// Partial completions (page faults).
-    pub page_faults: u64,
-    /// Pieces resumed after one.
-    pub resumed: u64,
-    /// Descriptors of a completed batch that never ran.
-    pub not_run: u64,
-    /// Faulting pages touched before a resumption.
-    pub touched: u64,
-    /// Timeouts.
-    pub timeouts: u64,
-}
 
 /// The DSA accel module.
 pub struct Dsa {
