@@ -22,19 +22,26 @@ pub fn one_cpu_mask() -> String {
     cpu_mask(&[available_cpus()[0]])
 }
 
-/// accel-perf run with `args` (the CPU mask first).
+/// accel-perf run with `args` (its CPU mask among them).
 pub fn accel_perf(args: &[&str]) -> Output {
     run(bin("accel-perf"), args)
+}
+
+/// accel-perf on one CPU (the mask first) with `args`: how it ended.
+pub fn accel_perf_on_one_cpu(args: &[&str]) -> Output {
+    let m = one_cpu_mask();
+    let mut all = vec!["-m", m.as_str()];
+    all.extend_from_slice(args);
+    accel_perf(&all)
 }
 
 /// accel-perf on one CPU with `--json` and `args`: its report, parsed (a
 /// panic, with what it said, when the report is not JSON), and how it
 /// ended.
 pub fn accel_perf_json(args: &[&str]) -> (Value, Output) {
-    let m = one_cpu_mask();
-    let mut all = vec!["-m", m.as_str(), "--json"];
+    let mut all = vec!["--json"];
     all.extend_from_slice(args);
-    let out = accel_perf(&all);
+    let out = accel_perf_on_one_cpu(&all);
     let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "accel-perf {all:?}: not JSON ({e}): {}\n{}",
@@ -61,10 +68,7 @@ pub fn model_copies(module: &str, depth: &str, more: &[&str]) -> Value {
 
 /// accel-perf on one CPU with `args`, which must succeed: its table.
 pub fn accel_perf_table(args: &[&str]) -> String {
-    let m = one_cpu_mask();
-    let mut all = vec!["-m", m.as_str()];
-    all.extend_from_slice(args);
-    let out = accel_perf(&all);
+    let out = accel_perf_on_one_cpu(args);
     let s = text(&out.stdout);
     assert!(out.status.success(), "{s}{}", text(&out.stderr));
     s
@@ -73,11 +77,13 @@ pub fn accel_perf_table(args: &[&str]) -> String {
 /// accel-perf on one CPU with `args`, which must be a usage error (status
 /// 2): what it said.
 pub fn accel_perf_usage_error(args: &[&str]) -> String {
-    let m = one_cpu_mask();
-    let mut all = vec!["-m", m.as_str()];
-    all.extend_from_slice(args);
-    let out = accel_perf(&all);
-    assert_eq!(out.status.code(), Some(2), "{all:?}: {}", text(&out.stderr));
+    let out = accel_perf_on_one_cpu(args);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{args:?}: {}",
+        text(&out.stderr)
+    );
     text(&out.stderr)
 }
 
