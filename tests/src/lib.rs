@@ -4,7 +4,8 @@
 //! Thread: the test threads. [`bin`] builds each binary at most once per test
 //! process, behind a mutex, so tests running in parallel share one build.
 //!
-//! [`backing`] makes the files, loop devices and ext4 mounts the
+//! [`accel_perf`] drives accel-perf, bdev-perf's accel report and a
+//! daemon's PerfService for the accel tests; [`backing`] makes the files, loop devices and ext4 mounts the
 //! `uring://` and `aio://` devices sit on; [`certs`] writes a throw-away
 //! PKI for the TLS tests; [`daemon`] runs the `io-engine` daemon under
 //! test; [`grpcio`] runs Python gRPC clients (grpcio, stubs from
@@ -14,6 +15,7 @@
 //! deployment files; [`vm`] runs scripts in a micro-VM with the real Linux
 //! initiators.
 
+pub mod accel_perf;
 pub mod backing;
 pub mod certs;
 pub mod daemon;
@@ -339,6 +341,11 @@ pub fn accel_op<'a>(
         .iter()
         .find(|o| o["opcode"] == opcode && o["module"] == module)
         .unwrap_or_else(|| panic!("no {opcode} on {module} in {stats}"))
+}
+
+/// Bytes a program wrote, as text (invalid UTF-8 replaced).
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// A JSON value that must be an unsigned integer.

@@ -6,34 +6,15 @@
 
 use std::process::Output;
 
-use io_engine_tests::{available_cpus, bin, cpu_mask, run};
+use io_engine_tests::accel_perf::{accel_perf, accel_perf_json, one_cpu_mask as mask};
+use io_engine_tests::{available_cpus, text};
 use serde_json::Value;
 
-fn accel_perf(args: &[&str]) -> Output {
-    run(bin("accel-perf"), args)
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn mask() -> String {
-    cpu_mask(&[available_cpus()[0]])
-}
-
+/// accel-perf's JSON report of a 0.3 s run with `args` on one CPU.
 fn json_run(args: &[&str]) -> (Value, Output) {
-    let m = mask();
-    let mut all = vec!["-m", m.as_str(), "-t", "0.3", "--json"];
+    let mut all = vec!["-t", "0.3"];
     all.extend_from_slice(args);
-    let out = accel_perf(&all);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "accel-perf {args:?}: not JSON ({e}): {}\n{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        )
-    });
-    (v, out)
+    accel_perf_json(&all)
 }
 
 #[test]

@@ -8,34 +8,16 @@
 //! to software and saying why.
 
 use std::io::Write;
-use std::process::Output;
 use std::time::Duration;
 
-use io_engine_api::v1 as pb;
+use io_engine_tests::accel_perf::{
+    accel_perf_json, accel_perf_table, accel_perf_usage_error, bdev_perf_through_model,
+    fell_back_to_software, model_copies, perf_on_m0,
+};
 use io_engine_tests::daemon::Daemon;
 use io_engine_tests::nvmf::{CC_ENABLE, Cqe, HOST_NQN, Host, Sqe, nqn_of};
-use io_engine_tests::{accel_op, available_cpus, bin, cpu_mask, run, run_with_timeout, u};
-use pb::perf_service_client::PerfServiceClient;
+use io_engine_tests::{accel_op, available_cpus, bin, cpu_mask, run_with_timeout, text, u};
 use serde_json::Value;
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn accel_perf_json(args: &[&str]) -> (Value, Output) {
-    let m = cpu_mask(&[available_cpus()[0]]);
-    let mut all = vec!["-m", m.as_str(), "--json"];
-    all.extend_from_slice(args);
-    let out = run(bin("accel-perf"), &all);
-    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "accel-perf {all:?}: not JSON ({e}): {}\n{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        )
-    });
-    (v, out)
-}
 
 #[test]
 fn accel_perf_verifies_every_workload_on_the_dsa_model() {
@@ -59,35 +41,17 @@ fn accel_perf_verifies_every_workload_on_the_dsa_model() {
             "{w}: {v}"
         );
     }
-    let m = cpu_mask(&[available_cpus()[0]]);
-    let out = run(
-        bin("accel-perf"),
-        [
-            "-m",
-            &m,
-            "-w",
-            "copy",
-            "--dsa-model",
-            "1",
-            "-y",
-            "-t",
-            "0.3",
-        ],
-    );
-    let s = text(&out.stdout);
-    assert!(out.status.success(), "{s}");
+    let s = accel_perf_table(&["-w", "copy", "--dsa-model", "1", "-y", "-t", "0.3"]);
     assert!(s.contains("Module:         dsa"), "{s}");
     assert!(
         s.contains("Module dsa: ") && s.contains("portal writes ("),
         "{s}"
     );
     // -M dsa without a DSA flag: a usage error that says what to add.
-    let out = run(bin("accel-perf"), ["-m", &m, "-w", "copy", "-M", "dsa"]);
-    assert_eq!(out.status.code(), Some(2));
+    let e = accel_perf_usage_error(&["-w", "copy", "-M", "dsa"]);
     assert!(
-        text(&out.stderr).contains("add --dsa (work queues of the idxd driver) or --dsa-model N"),
-        "{}",
-        text(&out.stderr)
+        e.contains("add --dsa (work queues of the idxd driver) or --dsa-model N"),
+        "{e}"
     );
 }
 
@@ -96,24 +60,7 @@ fn accel_perf_verifies_every_workload_on_the_dsa_model() {
 /// a few for tails).
 #[test]
 fn batched_copies_cost_at_most_one_portal_write_per_128_operations() {
-    let (v, out) = accel_perf_json(&[
-        "-M",
-        "dsa",
-        "--dsa-model",
-        "1",
-        "-w",
-        "copy",
-        "-o",
-        "512",
-        "-q",
-        "1024",
-        "-b",
-        "256",
-        "-t",
-        "1",
-        "-y",
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = model_copies("dsa", "1024", &["-b", "256", "-t", "1", "-y"]);
     assert_eq!(v["total"]["failed"], 0, "{v}");
     let ops = u(&v["total"]["transfers"]);
     let writes = u(&v["module"]["portal_writes"]);
@@ -124,47 +71,16 @@ fn batched_copies_cost_at_most_one_portal_write_per_128_operations() {
     );
     assert_eq!(u(&v["module"]["retries"]), 0, "a dedicated WQ: {v}");
     // Without batching every copy is its own portal write.
-    let (v0, out) = accel_perf_json(&[
-        "-M",
-        "dsa",
-        "--dsa-model",
-        "1",
-        "-w",
-        "copy",
-        "-o",
-        "512",
-        "-q",
-        "64",
-        "-t",
-        "0.3",
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v0 = model_copies("dsa", "64", &["-t", "0.3"]);
     assert!(
         u(&v0["module"]["portal_writes"]) * 2 > u(&v0["total"]["transfers"]),
         "{v0}"
     );
 }
 
+/// A checked PerfService run on `m0`: how many IOs it did.
 async fn perf(d: &Daemon, workload: &str, verify: bool) -> u64 {
-    let req = pb::RunPerfRequest {
-        bdevs: vec!["m0".into()],
-        workload: workload.into(),
-        io_size: 4096,
-        queue_depth: 16,
-        seconds: 0.5,
-        verify,
-        ..Default::default()
-    };
-    let resp = PerfServiceClient::new(d.channel().await)
-        .run(req)
-        .await
-        .unwrap_or_else(|s| panic!("PerfService.Run {workload}: {s:?}\n{}", d.stderr()))
-        .into_inner();
-    for job in &resp.jobs {
-        assert!(job.ios > 0, "{workload}: no IO: {resp:?}");
-        assert_eq!(job.failed, 0, "{workload}: {resp:?}");
-        assert_eq!(job.miscompares, 0, "{workload}: {resp:?}");
-    }
+    let resp = perf_on_m0(d, workload, verify).await;
     resp.total.as_ref().map_or(0, |t| t.ios)
 }
 
@@ -202,29 +118,9 @@ async fn the_daemon_moves_malloc_data_on_the_dsa_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dsa_on_a_host_without_it_runs_on_software_and_says_why() {
     let d = Daemon::start_quiet(["--dsa", "--bdev", "malloc:///m0?size_mb=8&blk_size=4096"]);
-    let info = d.ctl_json(&["engine", "info"]);
-    let all: Vec<String> = info["accel_notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_str().unwrap().to_string())
-        .collect();
-    if all
-        .iter()
-        .any(|n| n.contains("work queues ready") || n.contains("work queue ready"))
-    {
+    if !fell_back_to_software(&d, "work queue", "every opcode runs on the software module") {
         // A host with a usable DSA work queue: nothing to check here.
         return;
-    }
-    assert!(
-        all.iter()
-            .any(|n| n.contains("every opcode runs on the software module")),
-        "{info}"
-    );
-    assert!(all.len() >= 2, "a reason beside the fallback: {info}");
-    let a = d.ctl_json(&["accel", "assignments"]);
-    for entry in a["assignments"].as_array().unwrap() {
-        assert_eq!(entry["module"], "software", "{a}");
     }
     perf(&d, "randwrite", true).await;
 }
@@ -278,29 +174,7 @@ fn an_nvme_tcp_copy_runs_on_dsa() {
 
 #[test]
 fn bdev_perf_verifies_a_malloc_device_through_the_dsa_model() {
-    let cpu = available_cpus()[0].to_string();
-    let out = run(
-        bin("bdev-perf"),
-        [
-            "-l",
-            &cpu,
-            "-w",
-            "randrw",
-            "-t",
-            "0.5",
-            "-y",
-            "--dsa-model",
-            "1",
-            "--json",
-            "--bdev",
-            "malloc:///m0?size_mb=16&blk_size=4096",
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let copy = accel_op(&v["accel"], "copy", "dsa");
-    assert!(u(&copy["executed"]) > 0, "{v}");
-    assert_eq!(u(&copy["failed"]), 0);
+    let v = bdev_perf_through_model("--dsa-model", "dsa");
     assert!(u(&v["accel"]["modules"]["dsa"]["portal_writes"]) > 0, "{v}");
 }
 

@@ -5,41 +5,14 @@
 //! software and saying why, accel-perf on the model with and without
 //! batching, and bdev-perf verifying a malloc device through the model.
 
-use std::process::Output;
-
-use io_engine_api::v1 as pb;
+use io_engine_tests::accel_perf::{
+    accel_notes, accel_perf_json, accel_perf_table, accel_perf_usage_error,
+    bdev_perf_through_model, fell_back_to_software, model_copies, perf_on_m0 as perf,
+};
 use io_engine_tests::daemon::Daemon;
 use io_engine_tests::http::sample;
-use io_engine_tests::{accel_op, available_cpus, bin, cpu_mask, http, run, u};
-use pb::perf_service_client::PerfServiceClient;
+use io_engine_tests::{accel_op, http, text, u};
 use serde_json::Value;
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-async fn perf(d: &Daemon, workload: &str, verify: bool) -> pb::RunPerfResponse {
-    let req = pb::RunPerfRequest {
-        bdevs: vec!["m0".into()],
-        workload: workload.into(),
-        io_size: 4096,
-        queue_depth: 16,
-        seconds: 0.5,
-        verify,
-        ..Default::default()
-    };
-    let resp = PerfServiceClient::new(d.channel().await)
-        .run(req)
-        .await
-        .unwrap_or_else(|s| panic!("PerfService.Run {workload}: {s:?}\n{}", d.stderr()))
-        .into_inner();
-    for job in &resp.jobs {
-        assert!(job.ios > 0, "{workload}: no IO: {resp:?}");
-        assert_eq!(job.failed, 0, "{workload}: {resp:?}");
-        assert_eq!(job.miscompares, 0, "{workload}: {resp:?}");
-    }
-    resp
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_moves_malloc_data_on_the_ioat_model() {
@@ -97,14 +70,8 @@ async fn the_daemon_moves_malloc_data_on_the_ioat_model() {
     let table = d.ctl_ok(&["accel", "stats"]);
     assert!(table.contains("ioat"), "{table}");
 
-    let info = d.ctl_json(&["engine", "info"]);
+    let (notes, info) = accel_notes(&d);
     assert_eq!(info["accel_modules"][0], "ioat", "{info}");
-    let notes: Vec<&str> = info["accel_notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_str().unwrap())
-        .collect();
     assert!(
         notes
             .iter()
@@ -145,51 +112,16 @@ async fn the_daemon_moves_malloc_data_on_the_ioat_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ioat_on_a_host_without_it_runs_on_software_and_says_why() {
     let d = Daemon::start_quiet(["--ioat", "--bdev", "malloc:///m0?size_mb=8&blk_size=4096"]);
-    let info = d.ctl_json(&["engine", "info"]);
-    let notes = info["accel_notes"].as_array().unwrap();
-    let all: Vec<&str> = notes.iter().map(|n| n.as_str().unwrap()).collect();
-    if all
-        .iter()
-        .any(|n| n.contains("channels ready") || n.contains("channel ready"))
-    {
+    if !fell_back_to_software(&d, "channel", "copy and fill run on the software module") {
         // A host with a usable I/OAT function: nothing to check here.
         return;
     }
-    assert!(
-        all.iter()
-            .any(|n| n.contains("copy and fill run on the software module")),
-        "{info}"
-    );
-    assert!(all.len() >= 2, "a reason beside the fallback: {info}");
     let log = d.stderr();
     assert!(
         log.contains("copy and fill run on the software module"),
         "{log}"
     );
-    let a = d.ctl_json(&["accel", "assignments"]);
-    for entry in a["assignments"].as_array().unwrap() {
-        assert_eq!(entry["module"], "software", "{a}");
-    }
     perf(&d, "randwrite", true).await;
-}
-
-fn one_cpu_mask() -> String {
-    cpu_mask(&[available_cpus()[0]])
-}
-
-fn accel_perf_json(args: &[&str]) -> (Value, Output) {
-    let m = one_cpu_mask();
-    let mut all = vec!["-m", m.as_str(), "--json"];
-    all.extend_from_slice(args);
-    let out = run(bin("accel-perf"), &all);
-    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "accel-perf {all:?}: not JSON ({e}): {}\n{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        )
-    });
-    (v, out)
 }
 
 #[test]
@@ -203,59 +135,21 @@ fn accel_perf_verifies_copy_and_fill_on_the_model() {
         assert!(u(&v["module"]["doorbell_writes"]) > 0, "{v}");
         assert!(u(&v["module"]["descriptors"]) >= u(&v["total"]["transfers"]));
     }
-    let m = one_cpu_mask();
-    let out = run(
-        bin("accel-perf"),
-        [
-            "-m",
-            &m,
-            "-w",
-            "copy",
-            "--ioat-model",
-            "1",
-            "-y",
-            "-t",
-            "0.3",
-        ],
-    );
-    let s = text(&out.stdout);
-    assert!(out.status.success(), "{s}");
+    let s = accel_perf_table(&["-w", "copy", "--ioat-model", "1", "-y", "-t", "0.3"]);
     assert!(s.contains("Module:         ioat"), "{s}");
     assert!(
         s.contains("Module ioat: ") && s.contains("doorbell writes ("),
         "{s}"
     );
     // -M ioat without an I/OAT flag: a usage error that says what to add.
-    let out = run(bin("accel-perf"), ["-m", &m, "-w", "copy", "-M", "ioat"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("add --ioat (hardware) or --ioat-model N"),
-        "{}",
-        text(&out.stderr)
-    );
+    let e = accel_perf_usage_error(&["-w", "copy", "-M", "ioat"]);
+    assert!(e.contains("add --ioat (hardware) or --ioat-model N"), "{e}");
 }
 
 #[test]
 fn batching_brings_doorbells_below_one_per_128_operations() {
     let run_b = |b: &str| {
-        let (v, out) = accel_perf_json(&[
-            "-M",
-            "ioat",
-            "--ioat-model",
-            "1",
-            "-w",
-            "copy",
-            "-o",
-            "512",
-            "-q",
-            "1024",
-            "-t",
-            "1",
-            "-y",
-            "-b",
-            b,
-        ]);
-        assert!(out.status.success(), "-b {b}: {}", text(&out.stderr));
+        let v = model_copies("ioat", "1024", &["-t", "1", "-y", "-b", b]);
         assert_eq!(v["total"]["failed"], 0);
         v
     };
@@ -272,29 +166,7 @@ fn batching_brings_doorbells_below_one_per_128_operations() {
 
 #[test]
 fn bdev_perf_verifies_a_malloc_device_through_the_model() {
-    let cpu = available_cpus()[0].to_string();
-    let out = run(
-        bin("bdev-perf"),
-        [
-            "-l",
-            &cpu,
-            "-w",
-            "randrw",
-            "-t",
-            "0.5",
-            "-y",
-            "--ioat-model",
-            "1",
-            "--json",
-            "--bdev",
-            "malloc:///m0?size_mb=16&blk_size=4096",
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let copy = accel_op(&v["accel"], "copy", "ioat");
-    assert!(u(&copy["executed"]) > 0);
-    assert_eq!(u(&copy["failed"]), 0);
+    let v = bdev_perf_through_model("--ioat-model", "ioat");
     assert!(
         u(&v["accel"]["modules"]["ioat"]["doorbell_writes"]) > 0,
         "{v}"

@@ -47,6 +47,7 @@
 //! [`software::kernels`].
 
 mod assignment;
+mod bump;
 mod channel;
 mod completion;
 #[cfg(test)]
@@ -54,13 +55,17 @@ pub(crate) mod conformance;
 mod drain;
 pub mod dsa;
 mod error;
+mod hardware_channel;
+mod hardware_pool;
 mod io_vec;
 pub mod ioat;
+mod model_count;
 mod module;
 mod module_channel;
 mod module_info;
 mod opcode;
 mod placement;
+mod pooled_channel;
 mod registry;
 pub mod software;
 mod stats;
@@ -72,16 +77,21 @@ mod task;
 mod tests;
 
 pub use assignment::Assignment;
+pub(crate) use bump::bump;
 pub use channel::{AccelChannel, Batch, Queue, Reaped};
 pub use completion::Completion;
 pub use drain::{OFFLOAD_DRAIN_TIMEOUT, poll_until};
 pub use error::AccelError;
+pub use hardware_channel::{HardwareChannel, human_bytes};
+pub use hardware_pool::HardwarePool;
 pub use io_vec::IoVec;
+pub(crate) use model_count::model_count;
 pub use module::Module;
 pub use module_channel::ModuleChannel;
 pub use module_info::ModuleInfo;
 pub use opcode::Opcode;
 pub use placement::Placement;
+pub use pooled_channel::PooledChannel;
 pub use registry::Accel;
 pub use stats::{ModuleStats, OpStats};
 pub use status::Status;

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::Opcode;
+use super::{Opcode, bump};
 
 #[derive(Default)]
 pub(super) struct OpCounters {
@@ -21,12 +21,6 @@ pub(super) struct ChannelStats {
     /// Indexed by `module * Opcode::COUNT + opcode`.
     ops: Box<[OpCounters]>,
     batches: Box<[AtomicU64]>,
-}
-
-#[inline]
-fn bump(c: &AtomicU64, n: u64) {
-    // Single writer: the channel's thread.
-    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
 }
 
 impl ChannelStats {

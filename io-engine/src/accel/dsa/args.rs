@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::driver::{DriverConfig, Hardware};
 use super::module::Dsa;
 use super::{idxd, vfio};
-use crate::accel::Module;
+use crate::accel::{Module, model_count};
 use crate::env::dma::{DmaMapper, MapperRegistration};
 use crate::env::vfio::{SysfsRoot, SystemVfio};
 
@@ -50,23 +50,13 @@ pub struct DsaArgs {
         value_name = "N",
         env = "IO_ENGINE_DSA_MODEL",
         default_value_t = 0,
-        value_parser = |s: &str| model_wqs(s, MODEL_BUILT_IN)
+        value_parser = |s: &str| model_count(s, MODEL_BUILT_IN, MODEL_NOT_BUILT)
     )]
     pub dsa_model: usize,
 }
 
 /// Whether this build has the device model.
 const MODEL_BUILT_IN: bool = cfg!(any(test, feature = "dsa-model"));
-
-/// `--dsa-model`'s value: a work-queue count; anything but 0 is refused
-/// when the model is not `built_in`.
-pub(super) fn model_wqs(s: &str, built_in: bool) -> Result<usize, String> {
-    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
-    if n > 0 && !built_in {
-        return Err(MODEL_NOT_BUILT.into());
-    }
-    Ok(n)
-}
 
 impl DsaArgs {
     /// Whether any DSA flag asked for the module.
@@ -106,11 +96,7 @@ impl DsaArgs {
             {
                 // Every VFIO work queue keeps the registration: the IOMMU
                 // maps DMA memory while one is in use.
-                let mapping = Arc::new(register(mapper));
-                hardware.extend(found.hardware.into_iter().map(|mut h| {
-                    h.keep = Some(Box::new((h.keep.take(), mapping.clone())));
-                    h
-                }));
+                hardware.extend(Hardware::all_keeping(found.hardware, register(mapper)));
             }
         }
         #[cfg(any(test, feature = "dsa-model"))]
@@ -118,11 +104,7 @@ impl DsaArgs {
             && let Some(register) = register.take()
         {
             let (models, mapper) = super::devices::models(self.dsa_model);
-            let mapping = Arc::new(register(mapper));
-            hardware.extend(models.into_iter().map(|mut h| {
-                h.keep = Some(Box::new((h.keep.take(), mapping.clone())));
-                h
-            }));
+            hardware.extend(Hardware::all_keeping(models, register(mapper)));
         }
         let dsa = Dsa::start(hardware, &cfg, notes);
         dsa.log();

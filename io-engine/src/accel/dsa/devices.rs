@@ -25,14 +25,18 @@ pub fn models(n: usize) -> (Vec<Hardware>, Arc<dyn DmaMapper>) {
 /// its mapper.
 pub fn model_hardware(cfg: ModelConfig) -> (Vec<Hardware>, Arc<dyn DmaMapper>) {
     let model = Arc::new(DsaModel::new(cfg));
-    let mapper = model.mapper();
-    let hardware = model
+    (hardware_of(&model), model.mapper())
+}
+
+/// Every work queue of `model` as hardware, each keeping the model (and
+/// its device thread) alive.
+pub fn hardware_of(model: &Arc<DsaModel>) -> Vec<Hardware> {
+    model
         .work_queues()
         .into_iter()
         .map(|wq| Hardware {
             wq,
             keep: Some(Box::new(model.clone())),
         })
-        .collect();
-    (hardware, mapper)
+        .collect()
 }

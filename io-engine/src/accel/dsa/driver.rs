@@ -66,8 +66,8 @@ use std::time::Duration;
 
 use super::portal::{WorkQueue, WqMode};
 use super::spec::{self, COMPLETION_SIZE, DESC_SIZE, Descriptor, comp, flags, opcode, status};
-use crate::accel::{Completion, IoVec, Opcode, Placement, Sources, Status, Task, TaskId};
-use crate::env::dma::{DmaBuffer, Window};
+use crate::accel::{Completion, IoVec, Opcode, Placement, Sources, Status, Task, TaskId, bump};
+use crate::env::dma::{DmaBuffer, MapperRegistration, Window};
 use crate::env::tsc;
 
 /// Whether a failed status means the descriptor itself was malformed
@@ -124,6 +124,32 @@ pub struct Hardware {
     pub keep: Option<Box<dyn std::any::Any + Send>>,
 }
 
+impl Hardware {
+    /// Keeps `later` alive with the work queue too, dropped after what it
+    /// already keeps (the device first, then, say, the registration of the
+    /// mapper that keeps its memory mapped).
+    pub fn keep_also(&mut self, later: impl std::any::Any + Send) {
+        self.keep = Some(Box::new((self.keep.take(), later)));
+    }
+
+    /// Each of `hardware`, keeping `mapping` (the registration of the
+    /// mapper that makes DMA memory visible to it) after what it already
+    /// keeps: the memory stays mapped while any of them is in use.
+    pub fn all_keeping(
+        hardware: impl IntoIterator<Item = Hardware>,
+        mapping: MapperRegistration,
+    ) -> Vec<Hardware> {
+        let mapping = Arc::new(mapping);
+        hardware
+            .into_iter()
+            .map(|mut h| {
+                h.keep_also(mapping.clone());
+                h
+            })
+            .collect()
+    }
+}
+
 /// The DSA opcode an accel opcode runs as.
 pub fn dsa_opcode(op: Opcode) -> u8 {
     match op {
@@ -176,12 +202,6 @@ pub struct DriverCounters {
     pub touched: AtomicU64,
     /// Slots that timed out.
     pub timeouts: AtomicU64,
-}
-
-#[inline]
-fn bump(c: &AtomicU64, n: u64) {
-    // One writer: the channel's thread.
-    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
 }
 
 /// One accel task as the driver keeps it until it completes: a cursor

@@ -5,9 +5,11 @@
 //! Thread: [`Dsa`] is shared (`Arc`, `Send + Sync`); its work queues are
 //! found and opened on the thread that starts the engine, and it hands one
 //! channel (one work queue) to each thread that asks (`create_channel`,
-//! called on the reactor that will use it) while any is left. A
-//! [`DsaChannel`] is used only by that reactor; when it is dropped its work
-//! queue goes back to the pool for the next thread.
+//! called on the reactor that will use it) while any is left, through the
+//! accel framework's [`HardwarePool`](crate::accel::HardwarePool). That
+//! reactor's [`PooledChannel`](crate::accel::PooledChannel) is used only
+//! by it; when it is dropped its work queue goes back to the pool for the
+//! next thread.
 //!
 //! The parts, each behind a seam so the driver runs unchanged on the
 //! kernel's idxd driver, on VFIO and on the model:
@@ -29,7 +31,10 @@
 //!   IOMMU mapper);
 //! - `model`: a software DSA device for tests and demos, built only with
 //!   the `dsa-model` cargo feature (and in the unit tests);
-//! - [`Dsa`] (the module), [`DsaChannel`], [`DsaArgs`] (the flags).
+//! - [`Dsa`] (the module, its work queues' channels in a
+//!   [`HardwarePool`](crate::accel::HardwarePool): the driver's channel is
+//!   a [`HardwareChannel`](crate::accel::HardwareChannel)), [`DsaArgs`]
+//!   (the flags), [`Totals`] (the channels' driver counters summed).
 //!
 //! One work queue per reactor while they last, as SPDK's kernel-mode idxd
 //! gives each thread a channel; a reactor that finds none left runs on
@@ -47,10 +52,12 @@ mod args;
 #[cfg(any(test, feature = "dsa-model"))]
 mod devices;
 mod module;
+mod totals;
 
 #[cfg(test)]
 mod tests;
 
 pub use args::DsaArgs;
-pub use module::{Dsa, DsaChannel, NAME, Totals};
+pub use module::{Dsa, NAME};
 pub use portal::{Portal, Retry, WorkQueue, WqInfo, WqMode};
+pub use totals::Totals;

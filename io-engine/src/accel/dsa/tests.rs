@@ -14,64 +14,84 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::devices::model_hardware;
+use super::devices::{hardware_of, model_hardware};
 use super::driver::{DriverConfig, Hardware};
 use super::model::{DsaModel, ModelConfig, ModelHandle, WqConfig};
 use super::portal::{Retry, WorkQueue, WqInfo, WqMode};
 use super::spec::{Descriptor, opcode};
 use super::{Dsa, NAME};
 use crate::accel::conformance::{self, Arena, Recorder, reference_crc32c, scribble};
-use crate::accel::{Accel, Completion, IoVec, Module, Opcode, Status};
-use crate::env::dma::{DmaMemory, MapperRegistration, register_mapper};
+use crate::accel::{Accel, Completion, IoVec, Module, Opcode, Status, model_count};
+use crate::env::dma::{DmaMemory, register_mapper};
 
-/// A module on the model's work queues, with the mapper registered (kept
-/// by each work queue's hardware, dropped after it).
-fn module_on(hardware: Vec<Hardware>, mapping: MapperRegistration, cfg: &DriverConfig) -> Arc<Dsa> {
-    let mapping = Arc::new(mapping);
-    let hardware = hardware
-        .into_iter()
-        .map(|mut h| {
-            h.keep = Some(Box::new((h.keep.take(), mapping.clone())));
-            h
-        })
-        .collect();
-    let dsa = Dsa::start(hardware, cfg, Vec::new());
+/// What a test does to every descriptor on its way to the device.
+type Rewrite = Arc<dyn Fn(&mut Descriptor) + Send + Sync>;
+
+/// A model work queue seen through the seam with a [`Rewrite`] applied to
+/// every descriptor it is given.
+struct Intercepted {
+    inner: Arc<dyn WorkQueue>,
+    rewrite: Rewrite,
+}
+
+// SAFETY: forwards to a work queue that keeps the contract; the tests'
+// rewrites only count descriptors or move a batch's list address to
+// memory the model has not mapped, which it reports as a batch page fault
+// without touching anything.
+unsafe impl WorkQueue for Intercepted {
+    fn info(&self) -> &WqInfo {
+        self.inner.info()
+    }
+    fn memory(&self) -> &dyn DmaMemory {
+        self.inner.memory()
+    }
+    unsafe fn submit(&self, desc: &Descriptor) -> Result<(), Retry> {
+        let mut d = *desc;
+        (self.rewrite)(&mut d);
+        // SAFETY: the caller's contract, passed on (a moved list address
+        // names nothing the device can reach).
+        unsafe { self.inner.submit(&d) }
+    }
+}
+
+/// A module on the work queues of a model made with `mc` (each seen
+/// through `rewrite`, when given), with the model's mapper registered
+/// (kept by each work queue's hardware, dropped after it); and the model's
+/// handle.
+fn module_of(
+    mc: ModelConfig,
+    cfg: &DriverConfig,
+    rewrite: Option<Rewrite>,
+) -> (Arc<Dsa>, ModelHandle) {
+    let model = Arc::new(DsaModel::new(mc));
+    let h = model.handle();
+    let mapping = register_mapper(model.mapper());
+    let mut hardware = hardware_of(&model);
+    if let Some(rewrite) = rewrite {
+        for hw in &mut hardware {
+            hw.wq = Arc::new(Intercepted {
+                inner: hw.wq.clone(),
+                rewrite: rewrite.clone(),
+            });
+        }
+    }
+    let dsa = Dsa::start(Hardware::all_keeping(hardware, mapping), cfg, Vec::new());
     assert!(dsa.channels() > 0, "{:?}", dsa.notes());
-    Arc::new(dsa)
+    (Arc::new(dsa), h)
 }
 
 /// A module of one model work queue `wq`, and the model's handle.
 fn one(wq: WqConfig, cfg: &DriverConfig) -> (Arc<Dsa>, ModelHandle) {
-    let model = DsaModel::new(ModelConfig::with_wq(wq));
-    let h = model.handle();
-    let mapping = register_mapper(model.mapper());
-    let model = Arc::new(model);
-    let hw = model
-        .work_queues()
-        .into_iter()
-        .map(|wq| Hardware {
-            wq,
-            keep: Some(Box::new(model.clone())),
-        })
-        .collect();
-    (module_on(hw, mapping, cfg), h)
+    module_of(ModelConfig::with_wq(wq), cfg, None)
 }
 
-/// A module whose one work queue is `wrap(model's work queue)`.
-fn wrapped(
+/// A module of one model work queue `wq` seen through `rewrite`.
+fn intercepted(
     wq: WqConfig,
     cfg: &DriverConfig,
-    wrap: impl FnOnce(Arc<dyn WorkQueue>) -> Arc<dyn WorkQueue>,
+    rewrite: impl Fn(&mut Descriptor) + Send + Sync + 'static,
 ) -> (Arc<Dsa>, ModelHandle) {
-    let model = Arc::new(DsaModel::new(ModelConfig::with_wq(wq)));
-    let h = model.handle();
-    let mapping = register_mapper(model.mapper());
-    let inner = model.work_queues().remove(0);
-    let hw = vec![Hardware {
-        wq: wrap(inner),
-        keep: Some(Box::new(model.clone())),
-    }];
-    (module_on(hw, mapping, cfg), h)
+    module_of(ModelConfig::with_wq(wq), cfg, Some(Arc::new(rewrite)))
 }
 
 fn accel_of(dsa: &Arc<Dsa>) -> Arc<Accel> {
@@ -164,9 +184,14 @@ fn the_flags_make_model_work_queues() {
 
 #[test]
 fn model_wqs_are_refused_without_the_feature() {
-    assert!(super::args::model_wqs("2", false).is_err());
-    assert_eq!(super::args::model_wqs("0", false), Ok(0));
-    assert_eq!(super::args::model_wqs("3", true), Ok(3));
+    let model_wqs = |s, built_in| model_count(s, built_in, super::args::MODEL_NOT_BUILT);
+    let e = model_wqs("2", false).unwrap_err();
+    assert!(
+        e.contains("--dsa-model") && e.contains("`dsa-model` cargo feature"),
+        "{e}"
+    );
+    assert_eq!(model_wqs("0", false), Ok(0));
+    assert_eq!(model_wqs("3", true), Ok(3));
 }
 
 // ---------------------------------------------------------------------------
@@ -223,28 +248,6 @@ fn a_framework_batch_is_one_portal_write_and_a_batch_of_one_a_plain_descriptor()
 // Model faults
 // ---------------------------------------------------------------------------
 
-/// Counts what reaches the device through the seam, and that each is one
-/// whole descriptor.
-struct Counting {
-    inner: Arc<dyn WorkQueue>,
-    submits: AtomicU64,
-}
-
-// SAFETY: forwards to a work queue that keeps the contract.
-unsafe impl WorkQueue for Counting {
-    fn info(&self) -> &WqInfo {
-        self.inner.info()
-    }
-    fn memory(&self) -> &dyn DmaMemory {
-        self.inner.memory()
-    }
-    unsafe fn submit(&self, desc: &Descriptor) -> Result<(), Retry> {
-        self.submits.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract, passed on.
-        unsafe { self.inner.submit(desc) }
-    }
-}
-
 #[test]
 fn every_portal_write_is_one_whole_descriptor_through_the_seam() {
     // The seam takes a `&Descriptor` (64 bytes, 64-byte aligned: checked at
@@ -253,24 +256,15 @@ fn every_portal_write_is_one_whole_descriptor_through_the_seam() {
     // one the device saw came through `submit` whole.
     const _: () = assert!(std::mem::size_of::<Descriptor>() == 64);
     const _: () = assert!(std::mem::align_of::<Descriptor>() == 64);
-    let mut counting = None;
-    let (dsa, h) = wrapped(WqConfig::default(), &DriverConfig::default(), |inner| {
-        let c = Arc::new(Counting {
-            inner,
-            submits: AtomicU64::new(0),
-        });
-        counting = Some(c.clone());
-        c
+    let submits = Arc::new(AtomicU64::new(0));
+    let seen = submits.clone();
+    let (dsa, h) = intercepted(WqConfig::default(), &DriverConfig::default(), move |_| {
+        seen.fetch_add(1, Ordering::Relaxed);
     });
-    let seen = counting.unwrap();
     let accel = accel_of(&dsa);
     conformance::run_all(&accel, 1 << 20);
     let c = h.counters();
-    assert_eq!(
-        c.portal_writes,
-        seen.submits.load(Ordering::Relaxed),
-        "{c:?}"
-    );
+    assert_eq!(c.portal_writes, submits.load(Ordering::Relaxed), "{c:?}");
     assert!(
         !h.violations()
             .iter()
@@ -340,37 +334,20 @@ fn record_fields_are_read_only_after_the_status_byte() {
     assert_clean(&h);
 }
 
-/// Gives the device an unreadable descriptor list for the first `n` batch
-/// descriptors (their list address moved to memory the device has not
-/// mapped), as a device meets a list in memory that went away.
-struct BadList {
-    inner: Arc<dyn WorkQueue>,
-    left: AtomicU64,
-}
-
-// SAFETY: forwards to a work queue that keeps the contract; the changed
-// list address names memory the model has not mapped, which it reports
-// as a batch page fault without touching anything.
-unsafe impl WorkQueue for BadList {
-    fn info(&self) -> &WqInfo {
-        self.inner.info()
-    }
-    fn memory(&self) -> &dyn DmaMemory {
-        self.inner.memory()
-    }
-    unsafe fn submit(&self, desc: &Descriptor) -> Result<(), Retry> {
-        let mut d = *desc;
+/// A rewrite that gives the device an unreadable descriptor list for the
+/// first `n` batch descriptors (their list address moved to memory the
+/// device has not mapped), as a device meets a list in memory that went
+/// away.
+fn bad_lists(n: u64) -> impl Fn(&mut Descriptor) + Send + Sync + 'static {
+    let left = AtomicU64::new(n);
+    move |d| {
         if d.opcode() == opcode::BATCH
-            && self
-                .left
+            && left
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
                 .is_ok()
         {
             d.src = 0x10_0000;
         }
-        // SAFETY: the caller's contract, passed on (the list address now
-        // names nothing the device can reach).
-        unsafe { self.inner.submit(&d) }
     }
 }
 
@@ -404,12 +381,7 @@ fn batch_of_copies(accel: &Arc<Accel>) -> (Vec<(u64, Completion)>, Vec<bool>) {
 
 #[test]
 fn a_batch_whose_list_cannot_be_read_is_sent_again_never_reported_done() {
-    let (dsa, h) = wrapped(WqConfig::default(), &DriverConfig::default(), |inner| {
-        Arc::new(BadList {
-            inner,
-            left: AtomicU64::new(1),
-        })
-    });
+    let (dsa, h) = intercepted(WqConfig::default(), &DriverConfig::default(), bad_lists(1));
     let (seen, copied) = batch_of_copies(&accel_of(&dsa));
     assert!(
         seen.iter().all(|(_, c)| *c == Completion::SUCCESS),
@@ -428,12 +400,7 @@ fn a_batch_list_that_never_reads_fails_its_tasks_after_bounded_attempts() {
         max_stalls: 3,
         ..DriverConfig::default()
     };
-    let (dsa, _h) = wrapped(WqConfig::default(), &cfg, |inner| {
-        Arc::new(BadList {
-            inner,
-            left: AtomicU64::new(u64::MAX),
-        })
-    });
+    let (dsa, _h) = intercepted(WqConfig::default(), &cfg, bad_lists(u64::MAX));
     let (seen, copied) = batch_of_copies(&accel_of(&dsa));
     assert!(
         seen.iter()
@@ -598,21 +565,14 @@ fn under_shared_virtual_addressing_a_faulting_page_is_touched_and_resumed() {
     // IOVA = virtual address, as with the idxd driver's SVA: the driver
     // touches the faulting byte (inside the request's own buffer) before
     // it resumes; the data must be untouched by that and the task done.
-    let model = Arc::new(DsaModel::new(ModelConfig {
-        iova_offset: 0,
-        ..ModelConfig::default()
-    }));
-    let h = model.handle();
-    let mapping = register_mapper(model.mapper());
-    let hw = model
-        .work_queues()
-        .into_iter()
-        .map(|wq| Hardware {
-            wq,
-            keep: Some(Box::new(model.clone())),
-        })
-        .collect();
-    let dsa = module_on(hw, mapping, &DriverConfig::default());
+    let (dsa, h) = module_of(
+        ModelConfig {
+            iova_offset: 0,
+            ..ModelConfig::default()
+        },
+        &DriverConfig::default(),
+        None,
+    );
     let accel = accel_of(&dsa);
     let ch = accel.channel();
     let arena = Arena::new(1 << 20);

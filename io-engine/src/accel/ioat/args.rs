@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::devices::{IoatDevices, MODEL_NOT_BUILT};
 use super::options::IoatOptions;
-use crate::accel::Module;
+use crate::accel::{Module, model_count};
 use crate::env::dma::{DmaMapper, MapperRegistration};
 
 /// The I/OAT flags the daemon, accel-perf and bdev-perf share.
@@ -39,7 +39,7 @@ pub struct IoatArgs {
         value_name = "N",
         env = "IO_ENGINE_IOAT_MODEL",
         default_value_t = 0,
-        value_parser = |s: &str| model_channels(s, MODEL_BUILT_IN)
+        value_parser = |s: &str| model_count(s, MODEL_BUILT_IN, MODEL_NOT_BUILT)
     )]
     pub ioat_model: usize,
 }
@@ -47,16 +47,6 @@ pub struct IoatArgs {
 /// Whether this build has the device model (the `ioat-model` feature;
 /// the unit tests always have it).
 const MODEL_BUILT_IN: bool = cfg!(any(test, feature = "ioat-model"));
-
-/// `--ioat-model`'s value: a channel count; anything but 0 is refused when
-/// the model is not `built_in`.
-pub(super) fn model_channels(s: &str, built_in: bool) -> Result<usize, String> {
-    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
-    if n > 0 && !built_in {
-        return Err(MODEL_NOT_BUILT.into());
-    }
-    Ok(n)
-}
 
 impl IoatArgs {
     /// The options these flags ask for.

@@ -109,7 +109,7 @@ use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
 
 use super::spec::{self, chan, chancmd, chanctrl, chansts, control, desc, op};
-use crate::accel::{Completion, Opcode, Status, Task, TaskId};
+use crate::accel::{Completion, Opcode, Status, Task, TaskId, bump};
 use crate::env::dma::{DmaBuffer, DmaMemory, Window};
 use crate::env::tsc;
 use crate::env::vfio::{
@@ -309,12 +309,6 @@ pub struct DriverCounters {
     pub starts: AtomicU64,
     /// Times a request waited in the backlog for ring space.
     pub ring_full: AtomicU64,
-}
-
-#[inline]
-fn bump(c: &AtomicU64, n: u64) {
-    // One writer: the channel's thread.
-    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
 }
 
 /// A device a channel runs on: its registers, its configuration space and

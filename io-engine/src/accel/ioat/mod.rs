@@ -5,8 +5,10 @@
 //! opened ([`IoatDevices`]) and every channel brought up on the thread that
 //! starts the engine, and it hands one started channel to each thread that
 //! asks (`create_channel`, called on the reactor that will use it) while
-//! any is left. An [`IoatChannel`] is used only by that reactor; when it is
-//! dropped its channel goes back to the pool for the next thread.
+//! any is left, through the accel framework's
+//! [`HardwarePool`](crate::accel::HardwarePool). That reactor's
+//! [`PooledChannel`](crate::accel::PooledChannel) is used only by it; when
+//! it is dropped its channel goes back to the pool for the next thread.
 //!
 //! The parts, each behind a seam so the driver runs unchanged on real
 //! hardware and on the model:
@@ -39,7 +41,9 @@
 //!   [`DmaMapper`](crate::env::dma::DmaMapper) their creator registers with
 //!   env so that every DMA region is visible to them (`IdentityMapper`
 //!   for the model, the VFIO container's IOMMU mapper for hardware);
-//! - [`Ioat`] (the module), [`IoatChannel`] (one reactor's channel),
+//! - [`Ioat`] (the module, its channels in a
+//!   [`HardwarePool`](crate::accel::HardwarePool): the driver's channel is
+//!   a [`HardwareChannel`](crate::accel::HardwareChannel)),
 //!   [`IoatOptions`] and [`IoatArgs`] (what to look for), [`Totals`].
 //!
 //! One channel per reactor while channels last: SPDK gives each thread
@@ -54,8 +58,6 @@ pub mod spec;
 pub mod vfio;
 
 mod args;
-mod channel;
-mod channel_pool;
 mod devices;
 #[cfg(any(test, feature = "ioat-model"))]
 mod identity_mapper;
@@ -67,7 +69,6 @@ mod totals;
 mod tests;
 
 pub use args::IoatArgs;
-pub use channel::IoatChannel;
 pub use devices::IoatDevices;
 #[cfg(any(test, feature = "ioat-model"))]
 pub use devices::{MODEL_TIMEOUT, model_hardware};

@@ -8,30 +8,26 @@
 //! each thread that asks (`create_channel`, called on the reactor that will
 //! use it).
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
 
-use super::channel::IoatChannel;
-use super::channel_pool::ChannelPool;
 use super::driver::{Channel, DriverConfig, DriverCounters, Hardware};
 use super::totals::Totals;
-use crate::accel::{Module, ModuleChannel, Opcode};
+use crate::accel::{
+    Completion, HardwareChannel, HardwarePool, Module, ModuleChannel, Opcode, Task, TaskId,
+    human_bytes,
+};
 
 /// The module's name, as in `--accel-assign copy=ioat` and metrics.
 pub const NAME: &str = "ioat";
 
 /// The I/OAT accel module.
 pub struct Ioat {
-    pool: Arc<ChannelPool>,
-    total: usize,
+    pool: Arc<HardwarePool<Channel>>,
     fill: bool,
     max_request: usize,
     max_batch: usize,
     notes: Vec<String>,
-    counters: Vec<Arc<DriverCounters>>,
-    /// The started channels' devices (PCI addresses; `model-N` for the
-    /// device model), for [`Module::implementation`].
-    channel_names: Vec<String>,
 }
 
 impl Ioat {
@@ -48,85 +44,41 @@ impl Ioat {
 
     /// As [`Ioat::start`], each device with its own configuration.
     pub fn start_each(hardware: Vec<(Hardware, DriverConfig)>, mut notes: Vec<String>) -> Ioat {
-        let mut channels = Vec::new();
-        for (hw, cfg) in hardware {
-            let name = hw.name().to_owned();
-            match Channel::start(hw, cfg) {
-                Ok(ch) => channels.push(ch),
-                Err(e) => notes.push(format!(
-                    "ioat {name}: cannot start the channel: {e}; it is not used"
-                )),
-            }
-        }
-        let total = channels.len();
-        let fill = total > 0 && channels.iter().all(Channel::supports_fill);
+        let channels = HardwarePool::start_each(
+            hardware
+                .into_iter()
+                .map(|(hw, cfg)| (hw.name().to_owned(), (hw, cfg))),
+            |(hw, cfg)| Channel::start(hw, cfg),
+            &mut notes,
+        );
+        let fill = !channels.is_empty() && channels.iter().all(Channel::supports_fill);
         let max_request = channels.iter().map(Channel::max_request).min().unwrap_or(0);
         let max_batch = channels
             .iter()
             .map(|c| c.ring_size() as usize - 1)
             .min()
             .unwrap_or(1);
-        if total == 0 {
-            notes.push(
-                "ioat: no I/OAT channel could be used; copy and fill run on the software module"
-                    .into(),
-            );
-        } else {
-            let list: Vec<String> = channels
-                .iter()
-                .map(|c| {
-                    format!(
-                        "{} (CBVER {}.{}, {} per descriptor{})",
-                        c.name(),
-                        c.version() >> 4,
-                        c.version() & 0xf,
-                        human(c.max_xfer()),
-                        if c.supports_fill() {
-                            ", block fill"
-                        } else {
-                            ""
-                        }
-                    )
-                })
-                .collect();
-            notes.push(format!(
-                "ioat: {total} channel{} ready: {}; one per reactor while they last, the \
-                 other reactors run copy and fill on software",
-                if total == 1 { "" } else { "s" },
-                list.join(", ")
-            ));
-            if !fill {
-                notes.push("ioat: not every channel does block fill; fill runs on software".into());
-            }
+        let pool = HardwarePool::new(channels, &mut notes);
+        if pool.total() > 0 && !fill {
+            notes.push("ioat: not every channel does block fill; fill runs on software".into());
         }
-        let counters = channels.iter().map(|c| c.counters().clone()).collect();
-        let channel_names = channels.iter().map(|c| c.name().to_string()).collect();
         Ioat {
-            pool: Arc::new(ChannelPool {
-                free: Mutex::new(channels),
-            }),
-            total,
+            pool,
             fill,
             max_request,
             max_batch,
             notes,
-            counters,
-            channel_names,
         }
     }
 
     /// Channels the module has (held by threads or free).
     pub fn channels(&self) -> usize {
-        self.total
+        self.pool.total()
     }
 
     /// Channels no thread holds now.
     pub fn free_channels(&self) -> usize {
-        self.pool
-            .free
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.pool.free()
     }
 
     /// What the module found, one line each.
@@ -137,7 +89,7 @@ impl Ioat {
     /// Sums of the channels' driver counters.
     pub fn totals(&self) -> Totals {
         let mut t = Totals::default();
-        for c in &self.counters {
+        for c in self.pool.counters() {
             let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
             t.descriptors += l(&c.descriptors);
             t.doorbells += l(&c.doorbells);
@@ -156,22 +108,7 @@ impl Ioat {
 
     /// Logs the notes: what was found at info, problems at warn.
     pub(super) fn log(&self) {
-        for n in &self.notes {
-            if self.total > 0 && n.contains("ready") {
-                tracing::info!("{n}");
-            } else {
-                tracing::warn!("{n}");
-            }
-        }
-    }
-}
-
-fn human(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1 << 30 && b.is_multiple_of(1 << 30) => format!("{} GiB", b >> 30),
-        b if b >= 1 << 20 && b.is_multiple_of(1 << 20) => format!("{} MiB", b >> 20),
-        b if b >= 1 << 10 && b.is_multiple_of(1 << 10) => format!("{} KiB", b >> 10),
-        b => format!("{b} bytes"),
+        self.pool.log(&self.notes);
     }
 }
 
@@ -182,7 +119,7 @@ impl Module for Ioat {
 
     fn supports(&self, op: Opcode) -> bool {
         match op {
-            Opcode::Copy => self.total > 0,
+            Opcode::Copy => self.pool.total() > 0,
             Opcode::Fill => self.fill,
             _ => false,
         }
@@ -201,20 +138,11 @@ impl Module for Ioat {
     }
 
     fn implementation(&self) -> String {
-        match self.channel_names.as_slice() {
-            [] => "no channel".into(),
-            names => names.join(", "),
-        }
+        self.pool.implementation()
     }
 
     fn create_channel(&self) -> Option<Box<dyn ModuleChannel>> {
-        let ch = self
-            .pool
-            .free
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop()?;
-        Some(Box::new(IoatChannel::new(ch, self.pool.clone())))
+        self.pool.take()
     }
 
     fn notes(&self) -> Vec<String> {
@@ -232,5 +160,55 @@ impl Module for Ioat {
             ("bad_completions", t.bad_completions),
             ("ring_full", t.ring_full),
         ]
+    }
+}
+
+impl HardwareChannel for Channel {
+    type Counters = DriverCounters;
+
+    const MODULE: &'static str = NAME;
+    const UNIT: &'static str = "channel";
+    const NONE_USABLE: &'static str =
+        "ioat: no I/OAT channel could be used; copy and fill run on the software module";
+    const OTHERS_RUN: &'static str = "copy and fill on software";
+    const START_FAILED: &'static str = "cannot start the channel";
+
+    fn name(&self) -> &str {
+        Channel::name(self)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} (CBVER {}.{}, {} per descriptor{})",
+            self.name(),
+            self.version() >> 4,
+            self.version() & 0xf,
+            human_bytes(self.max_xfer()),
+            if self.supports_fill() {
+                ", block fill"
+            } else {
+                ""
+            }
+        )
+    }
+
+    fn counters(&self) -> &Arc<DriverCounters> {
+        Channel::counters(self)
+    }
+
+    fn submit(&mut self, tasks: &[Task], first: TaskId, done: &mut Vec<(TaskId, Completion)>) {
+        Channel::submit(self, tasks, first, done);
+    }
+
+    fn poll(&mut self, done: &mut Vec<(TaskId, Completion)>) -> usize {
+        Channel::poll(self, done)
+    }
+
+    fn in_flight(&self) -> usize {
+        Channel::in_flight(self)
+    }
+
+    fn broken(&self) -> bool {
+        Channel::broken(self).is_some()
     }
 }

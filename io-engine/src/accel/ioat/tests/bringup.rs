@@ -7,15 +7,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::super::IoatChannel;
-use super::super::channel_pool::ChannelPool;
 use super::super::driver::{Channel, DriverConfig, StartError};
 use super::super::model::{IoatModel, ModelConfig, ModelHandle, PowerOn};
 use super::super::model_hardware;
 use super::super::spec::{self, chan, chancmd, chanerr};
 use super::{accel_of, batch_results, cfg, mapped, one};
 use crate::accel::conformance::Arena;
-use crate::accel::{Completion, ModuleChannel, Opcode, Status, Task, TaskId};
+use crate::accel::{Completion, HardwarePool, Opcode, Status, Task, TaskId};
 use crate::env::dma::{DmaRegion, HugepagePolicy, register_mapper};
 use crate::env::vfio::{PciConfig, Registers, find_capability};
 
@@ -508,16 +506,14 @@ fn with_config_space_stuck_too_nothing_is_reported_and_nothing_freed() {
     // As a module channel it is stuck: a drain, even with an hour to go,
     // gives up at once and leaves the 4 requests held. Dropped, the device
     // could not be stopped, so the ring stays allocated (still mapped).
-    let pool = Arc::new(ChannelPool {
-        free: std::sync::Mutex::new(Vec::new()),
-    });
-    let mut ch = IoatChannel::new(s.ch.take().unwrap(), pool.clone());
+    let pool = HardwarePool::new(vec![s.ch.take().unwrap()], &mut Vec::new());
+    let mut ch = pool.take().unwrap();
     assert!(ch.stuck());
     let mut done = Vec::new();
     let hour = Instant::now() + Duration::from_secs(3600);
     assert_eq!(ch.drain(&mut done, hour), 4, "{done:?}");
     assert!(done.is_empty(), "{done:?}");
     drop(ch);
-    assert!(pool.free.lock().unwrap().is_empty(), "not reused");
+    assert_eq!(pool.free(), 0, "not reused");
     assert!(s.map.by_va(s.ring as usize).is_some(), "ring leaked");
 }

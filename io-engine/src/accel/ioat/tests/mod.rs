@@ -1445,7 +1445,9 @@ fn out_of_bounds_access_panics() {
 
 #[test]
 fn a_build_without_the_model_refuses_ioat_model_naming_the_feature() {
-    use super::args::model_channels;
+    use super::devices::MODEL_NOT_BUILT;
+    use crate::accel::model_count;
+    let model_channels = |s, built_in| model_count(s, built_in, MODEL_NOT_BUILT);
     assert_eq!(model_channels("2", true), Ok(2));
     assert_eq!(model_channels("0", false), Ok(0), "the default stays valid");
     let e = model_channels("2", false).unwrap_err();
