@@ -67,7 +67,7 @@ use std::time::Duration;
 use super::portal::{WorkQueue, WqMode};
 use super::spec::{self, COMPLETION_SIZE, DESC_SIZE, Descriptor, comp, flags, opcode, status};
 use crate::accel::{Completion, IoVec, Opcode, Placement, Sources, Status, Task, TaskId, bump};
-use crate::env::dma::{DmaBuffer, MapperRegistration, Window};
+use crate::env::dma::{DmaBuffer, MapperRegistration, WindowCache};
 use crate::env::tsc;
 
 /// Whether a failed status means the descriptor itself was malformed
@@ -288,20 +288,12 @@ pub struct Channel {
     /// Requests whose next piece waits for a slot, in order.
     ready: VecDeque<u32>,
     held: usize,
-    windows: [Window; 4],
-    window_next: usize,
-    window_gen: u64,
+    windows: WindowCache,
     timeout_ticks: u64,
     retry_ticks: u64,
     broken: Option<String>,
     counters: Arc<DriverCounters>,
 }
-
-const EMPTY: Window = Window {
-    va: 0,
-    len: 0,
-    iova: 0,
-};
 
 /// Offsets in a slot: the batch's completion record first (64 bytes
 /// reserved), then the descriptor list, then the descriptors' records.
@@ -369,9 +361,7 @@ impl Channel {
             free_reqs: Vec::new(),
             ready: VecDeque::new(),
             held: 0,
-            windows: [EMPTY; 4],
-            window_next: 0,
-            window_gen: u64::MAX,
+            windows: WindowCache::default(),
             broken: None,
             counters: Arc::new(DriverCounters::default()),
         })
@@ -436,22 +426,7 @@ impl Channel {
     /// are contiguous there.
     #[inline]
     fn translate(&mut self, addr: usize, len: usize) -> Option<(u64, usize)> {
-        let g = self.hw.wq.memory().generation();
-        if g != self.window_gen {
-            self.windows = [EMPTY; 4];
-            self.window_gen = g;
-        }
-        let w = match self.windows.iter().find(|w| w.contains(addr)) {
-            Some(w) => *w,
-            None => {
-                let w = self.hw.wq.memory().window(addr)?;
-                self.windows[self.window_next] = w;
-                self.window_next = (self.window_next + 1) % self.windows.len();
-                w
-            }
-        };
-        let off = addr - w.va;
-        Some((w.iova + off as u64, (w.len - off).min(len)))
+        self.windows.translate(self.hw.wq.memory(), addr, len)
     }
 
     /// Takes `tasks`, task `k` named `first + k`, and sends their first

@@ -110,7 +110,7 @@ use std::time::{Duration, Instant};
 
 use super::spec::{self, chan, chancmd, chanctrl, chansts, control, desc, op};
 use crate::accel::{Completion, Opcode, Status, Task, TaskId, bump};
-use crate::env::dma::{DmaBuffer, DmaMemory, Window};
+use crate::env::dma::{DmaBuffer, DmaMemory, WindowCache};
 use crate::env::tsc;
 use crate::env::vfio::{
     PCI_COMMAND, PCI_COMMAND_BUS_MASTER, PciConfig, Registers, find_capability,
@@ -455,9 +455,7 @@ pub struct Channel {
     /// The function's DMA was stopped through its configuration space (a
     /// function-level reset or bus mastering off).
     dma_off: bool,
-    windows: [Window; 4],
-    window_next: usize,
-    window_gen: u64,
+    windows: WindowCache,
     /// tsc of the last progress (or of the first request since).
     progress: u64,
     /// tsc of the last CHANSTS read.
@@ -467,12 +465,6 @@ pub struct Channel {
     broken: Option<String>,
     counters: Arc<DriverCounters>,
 }
-
-const EMPTY: Window = Window {
-    va: 0,
-    len: 0,
-    iova: 0,
-};
 
 impl Channel {
     /// Starts a channel on `hw`: checks CBVER and CHANCNT, reads XFERCAP
@@ -540,9 +532,7 @@ impl Channel {
             cbver,
             chanerr_int,
             dma_off: false,
-            windows: [EMPTY; 4],
-            window_next: 0,
-            window_gen: u64::MAX,
+            windows: WindowCache::default(),
             progress: 0,
             checked: 0,
             timeout_ticks: tsc::ns_to_ticks(cfg.timeout.as_nanos() as u64),
@@ -795,7 +785,7 @@ impl Channel {
         self.in_ring = 0;
         self.unmarked_bytes = 0;
         self.unmarked_descs = 0;
-        self.window_gen = u64::MAX;
+        self.windows = WindowCache::default();
         bump(&self.counters.starts, 1);
 
         // SAFETY: CHANCMP names the completion word and CHAINADDR the first
@@ -886,22 +876,7 @@ impl Channel {
     /// contiguous there.
     #[inline]
     fn translate(&mut self, addr: usize, len: usize) -> Option<(u64, usize)> {
-        let g = self.hw.mem.generation();
-        if g != self.window_gen {
-            self.windows = [EMPTY; 4];
-            self.window_gen = g;
-        }
-        let w = match self.windows.iter().find(|w| w.contains(addr)) {
-            Some(w) => *w,
-            None => {
-                let w = self.hw.mem.window(addr)?;
-                self.windows[self.window_next] = w;
-                self.window_next = (self.window_next + 1) % self.windows.len();
-                w
-            }
-        };
-        let off = addr - w.va;
-        Some((w.iova + off as u64, (w.len - off).min(len)))
+        self.windows.translate(&*self.hw.mem, addr, len)
     }
 
     #[inline]

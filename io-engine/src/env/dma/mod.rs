@@ -35,6 +35,7 @@ mod region;
 mod registration;
 mod slice;
 mod window;
+mod window_cache;
 
 #[cfg(test)]
 mod tests;
@@ -53,3 +54,4 @@ pub use region::{DmaRegion, HUGEPAGE_SIZE};
 pub use registration::{MapperRegistration, live_regions, register_mapper};
 pub use slice::DmaSlice;
 pub use window::Window;
+pub use window_cache::WindowCache;
