@@ -138,17 +138,7 @@ fn an_nvme_tcp_copy_runs_on_dsa() {
         "--share",
         "m0:nvmf",
     ]);
-    let addr = d.nvmf_addr();
-    let (mut admin, cqe) = Host::admin(addr, &nqn_of("m0"), 0).unwrap();
-    assert_eq!(cqe.status(), 0, "admin Connect");
-    let cntlid = cqe.dw0() as u16;
-    assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
-    let mut io = Host::tcp(addr).unwrap();
-    io.ic(false, false).unwrap();
-    let cqe = io
-        .connect(1, 127, cntlid, &nqn_of("m0"), HOST_NQN, 0)
-        .unwrap();
-    assert_eq!(cqe.status(), 0, "I/O queue Connect");
+    let (_admin, mut io) = io_queue(&d, false);
 
     let data: Vec<u8> = (0..2 * BS).map(|i| (i as u8).wrapping_mul(13)).collect();
     let w = io.exec(Sqe::rw(0x01, 1, 10, 2), &data, &[]).unwrap().0;
@@ -176,6 +166,24 @@ fn an_nvme_tcp_copy_runs_on_dsa() {
 fn bdev_perf_verifies_a_malloc_device_through_the_dsa_model() {
     let v = bdev_perf_through_model("--dsa-model", "dsa");
     assert!(u(&v["accel"]["modules"]["dsa"]["portal_writes"]) > 0, "{v}");
+}
+
+/// An enabled admin queue and I/O queue 1 to `m0` of `d` (with header
+/// and data digests when `digests`), each Connect checked.
+fn io_queue(d: &Daemon, digests: bool) -> (Host, Host) {
+    let addr = d.nvmf_addr();
+    let (mut admin, cqe) = Host::admin(addr, &nqn_of("m0"), 0).unwrap();
+    assert_eq!(cqe.status(), 0, "admin Connect");
+    let cntlid = cqe.dw0() as u16;
+    assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
+    let mut io = Host::tcp(addr).unwrap();
+    io.ic(digests, digests).unwrap();
+    assert_eq!(io.digests, (digests, digests), "the digests asked for");
+    let cqe = io
+        .connect(1, 127, cntlid, &nqn_of("m0"), HOST_NQN, 0)
+        .unwrap();
+    assert_eq!(cqe.status(), 0, "I/O queue Connect");
+    (admin, io)
 }
 
 /// NVMe/TCP data digests of large PDUs are computed on DSA: with data
@@ -206,18 +214,7 @@ fn nvme_tcp_data_digests_of_large_pdus_run_on_dsa() {
             assert_eq!(u(&op["failed"]), 0, "{st}");
             u(&op["executed"])
         };
-        let addr = d.nvmf_addr();
-        let (mut admin, cqe) = Host::admin(addr, &nqn_of("m0"), 0).unwrap();
-        assert_eq!(cqe.status(), 0, "admin Connect");
-        let cntlid = cqe.dw0() as u16;
-        assert_eq!(admin.set_cc(CC_ENABLE).unwrap().status(), 0);
-        let mut io = Host::tcp(addr).unwrap();
-        io.ic(true, true).unwrap();
-        assert_eq!(io.digests, (true, true), "both digests granted");
-        let cqe = io
-            .connect(1, 127, cntlid, &nqn_of("m0"), HOST_NQN, 0)
-            .unwrap();
-        assert_eq!(cqe.status(), 0, "I/O queue Connect");
+        let (_admin, mut io) = io_queue(&d, true);
         let before = crc_on_dsa();
 
         let small: Vec<u8> = (0..4096).map(|i| (i as u8).wrapping_mul(7)).collect();

@@ -1113,6 +1113,20 @@ fn commands_beyond_the_queue_or_its_buffers() {
     assert_eq!(io.pdus().len(), 64);
 }
 
+/// Sends a Write of `len` bytes at 512-byte block `slba` whose data goes
+/// by R2T; returns its CID and the R2T's transfer tag.
+fn write_by_r2t(io: &mut TestHost, slba: u64, len: usize) -> (u16, u16) {
+    let mut sqe = Command::rw(0x01, 1, slba, (len / 512) as u32);
+    let cid = io.cid();
+    sqe.set_cid(cid);
+    sqe.set_sgl(len as u32, sgl::TRANSPORT);
+    let capsule = io.capsule(&sqe, &[], false);
+    io.send(&capsule);
+    let r2t = io.pdus();
+    assert_eq!(r2t.first().map(|p| p.header.kind), Some(kind::R2T));
+    (cid, r2t[0].u16_at(10))
+}
+
 /// Data digests of large PDUs are handed out to compute off the core
 /// (the transport's offload engine), small ones computed inline; either
 /// way the data moves and the digests sent are right.
@@ -1151,15 +1165,8 @@ fn a_bad_digest_checked_off_the_core_fails_its_command() {
     let (_a, mut io, _) = pair(&f, "disk0", BOTH);
     io.qp.offload_digests(16 << 10, 1 << 20);
     let data = pattern(4, 32 << 10);
-    let mut sqe = Command::rw(0x01, 1, 0, 64);
-    let cid = io.cid();
-    sqe.set_cid(cid);
-    sqe.set_sgl(32 << 10, sgl::TRANSPORT);
-    let capsule = io.capsule(&sqe, &[], false);
-    io.send(&capsule);
-    let r2t = io.pdus();
-    assert_eq!(r2t[0].header.kind, kind::R2T);
-    let mut h2c = io.h2c_data(cid, r2t[0].u16_at(10), 0, &data, true);
+    let (cid, ttag) = write_by_r2t(&mut io, 0, 32 << 10);
+    let mut h2c = io.h2c_data(cid, ttag, 0, &data, true);
     let n = h2c.len();
     h2c[n - 1] ^= 0x80;
     io.send(&h2c);
@@ -1191,13 +1198,7 @@ fn a_command_waits_for_all_its_digests() {
     let (_a, mut io, _) = pair(&f, "disk0", BOTH);
     io.qp.offload_digests(16 << 10, 1 << 20);
     let data = pattern(7, 64 << 10);
-    let mut sqe = Command::rw(0x01, 1, 32, 128);
-    let cid = io.cid();
-    sqe.set_cid(cid);
-    sqe.set_sgl(64 << 10, sgl::TRANSPORT);
-    let capsule = io.capsule(&sqe, &[], false);
-    io.send(&capsule);
-    let ttag = io.pdus()[0].u16_at(10);
+    let (cid, ttag) = write_by_r2t(&mut io, 32, 64 << 10);
     for (i, part) in data.chunks(16 << 10).enumerate() {
         let last = i == 3;
         let h2c = io.h2c_data(cid, ttag, (i * (16 << 10)) as u32, part, last);
@@ -1225,13 +1226,7 @@ fn a_digest_the_engine_fails_is_computed_inline() {
     assert_eq!(io.write(0, 512, &data, false).status(), 0);
     assert_eq!(io.read_blocks(0, 512, 128 << 10).data(), &data[..]);
     assert_eq!(io.digests_offloaded, 2);
-    let mut sqe = Command::rw(0x01, 1, 0, 64);
-    let cid = io.cid();
-    sqe.set_cid(cid);
-    sqe.set_sgl(32 << 10, sgl::TRANSPORT);
-    let capsule = io.capsule(&sqe, &[], false);
-    io.send(&capsule);
-    let ttag = io.pdus()[0].u16_at(10);
+    let (cid, ttag) = write_by_r2t(&mut io, 0, 32 << 10);
     let mut h2c = io.h2c_data(cid, ttag, 0, &data[..32 << 10], true);
     let n = h2c.len();
     h2c[n - 2] ^= 1;
@@ -1250,13 +1245,7 @@ fn a_host_gone_with_digests_out_closes_after_them() {
     // A Write's data in, its check out; a Read's data read, its digest
     // out.
     let data = pattern(5, 32 << 10);
-    let mut sqe = Command::rw(0x01, 1, 0, 64);
-    let cid = io.cid();
-    sqe.set_cid(cid);
-    sqe.set_sgl(32 << 10, sgl::TRANSPORT);
-    let capsule = io.capsule(&sqe, &[], false);
-    io.send(&capsule);
-    let ttag = io.pdus()[0].u16_at(10);
+    let (cid, ttag) = write_by_r2t(&mut io, 0, 32 << 10);
     let h2c = io.h2c_data(cid, ttag, 0, &data, true);
     io.send(&h2c);
     let mut sqe = Command::rw(0x02, 1, 64, 64);
