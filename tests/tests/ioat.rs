@@ -160,7 +160,7 @@ fn batching_brings_doorbells_below_one_per_128_operations() {
     assert!(per_op(&alone) >= 0.99, "{alone}");
     assert!(per_op(&batched) <= 1.0 / 128.0, "{batched}");
     // Whether batching is also faster is a benchmark's question
-    // (bench/ioat-model prints both rates from the same run), not a timed
+    // (bench/accel-model prints both rates from the same run), not a timed
     // test's on a shared machine.
 }
 

@@ -36,7 +36,7 @@
 //! completion write per batch, not per request (DPDK marks every
 //! request's end, SPDK every descriptor): each write takes the cache line
 //! the reactor polls, and on the model marking every request halved the
-//! batched rate (`bench/ioat-model`). CHANSTS is
+//! batched rate (`bench/accel-model`). CHANSTS is
 //! never used to retire anything: the device may show a descriptor there
 //! before its data and its completion write have landed, and a completion
 //! word that lands after a CHANSTS read names an earlier end that, once
